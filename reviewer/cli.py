@@ -1,0 +1,184 @@
+"""The `review-copies` command line (contract section 1)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+from reviewer import __version__, config
+from reviewer.changes import ChangeSet, Request, build_changeset
+from reviewer.errors import UsageError
+from reviewer.findings import FAIL_ON_RANK, Report
+from reviewer.pipeline import Plan, review
+from reviewer.report import RenderContext, render
+from reviewer.rules import select_rules
+
+PROG = "review-copies"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, exit 2: usage errors are input errors like any other.
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Review how a PyTorch change copies, shares and mutates tensors.")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="limit the review to these files or folders")
+    p.add_argument("--repo", metavar="DIR", help="the git repository (default: the one around the current folder)")
+    p.add_argument("--base", metavar="REV", help="review what --head changed since its merge base with REV")
+    p.add_argument("--head", metavar="REV", help="the revision under review (default: the working tree)")
+    p.add_argument("--diff", metavar="FILE", help="review a unified diff read from FILE ('-' = standard input)")
+    p.add_argument("--all", action="store_true", help="review whole files, not only changed lines")
+    p.add_argument("--format", choices=config.FORMATS, default="text")
+    p.add_argument("--output", metavar="FILE", help="write the report there instead of standard output")
+    p.add_argument("--offline", action="store_true", help="never contact an LLM; static rules and sandbox only")
+    p.add_argument("--model", metavar="NAME", help="the model of the OpenAI-compatible endpoint")
+    p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
+    p.add_argument("--no-sandbox", action="store_true", help="report without executing anything")
+    p.add_argument("--device", choices=config.DEVICES, help="where the sandbox runs probes (default: auto)")
+    p.add_argument("--fail-on", choices=config.FAIL_ON, help="exit 1 when a finding is at or above this severity (default: warning)")
+    p.add_argument("--post-review", action="store_true", help="post the findings as one review on the GitHub pull request")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return p
+
+
+@dataclass(frozen=True)
+class Settings:
+    request: Request
+    fmt: str
+    output: str | None
+    offline: bool
+    model: str
+    base_url: str | None
+    api_key: str | None
+    sandbox: bool
+    device: str
+    fail_on: str
+    post_review: bool
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    llm: dict[str, Any] = field(default_factory=dict)
+
+
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def resolve_settings(args: argparse.Namespace, file_config: config.FileConfig, env: dict[str, str]) -> Settings:
+    api_key = env.get("OPENAI_API_KEY") or None
+    return Settings(
+        request=Request(repo=args.repo, base=args.base, head=args.head, diff=args.diff, all=args.all, paths=tuple(args.paths)),
+        fmt=args.format,
+        output=args.output,
+        offline=args.offline or api_key is None,
+        model=args.model or file_config.model or env.get("REVIEW_COPIES_MODEL") or DEFAULT_MODEL,
+        base_url=args.base_url or file_config.base_url or env.get("OPENAI_BASE_URL") or None,
+        api_key=api_key,
+        sandbox=not args.no_sandbox and (file_config.sandbox if file_config.sandbox is not None else True),
+        device=args.device or file_config.device or "auto",
+        fail_on=args.fail_on or file_config.fail_on or "warning",
+        post_review=args.post_review,
+        select=file_config.select,
+        ignore=file_config.ignore,
+        exclude=file_config.exclude,
+        llm=file_config.llm,
+    )
+
+
+def config_root(req: Request) -> Path | None:
+    """Where pyproject.toml is looked for: the reviewed repository's root."""
+    from reviewer.changes import find_repo
+
+    start = Path(req.repo) if req.repo else Path.cwd()
+    if not start.is_dir():
+        return None
+    repo = find_repo(start)
+    if repo is not None and repo.working_tree_dir:
+        return Path(repo.working_tree_dir)
+    return start
+
+
+def exit_status(report: Report, fail_on: str) -> int:
+    threshold = FAIL_ON_RANK[fail_on]
+    return 1 if any(f.severity.rank >= threshold for f in report.findings) else 0
+
+
+def _use_color(settings: Settings, stream: IO[str]) -> bool:
+    if settings.fmt != "text" or settings.output:
+        return False
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or (hasattr(stream, "isatty") and stream.isatty())
+
+
+def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
+    if settings.post_review:
+        from reviewer.github import post_review
+
+        return post_review(settings, stdout, stderr)
+    changeset = build_changeset(settings.request)
+    report, rules = review_changeset(settings, changeset, stderr)
+    write_report(settings, report, rules, changeset.description, stdout)
+    return exit_status(report, settings.fail_on)
+
+
+def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) -> tuple[Report, tuple]:
+    rules = select_rules(settings.select, settings.ignore)
+    llm_stage = None
+    if not settings.offline:
+        from reviewer.llm import make_stage
+
+        llm_stage = make_stage(settings, rules, stderr)
+    sandbox_stage = None
+    if settings.sandbox:
+        from reviewer.verify import make_stage as make_sandbox_stage
+
+        sandbox_stage = make_sandbox_stage(settings, stderr)
+    plan = Plan(rules=rules, exclude=settings.exclude, want_hunks=llm_stage is not None)
+    report = review(changeset, plan, llm_stage, sandbox_stage)
+    report.stats.extra.setdefault("llm", "offline" if settings.offline else settings.model)
+    report.stats.extra.setdefault("sandbox", "on" if settings.sandbox else "off")
+    return report, rules
+
+
+def write_report(settings: Settings, report: Report, rules: tuple, description: str, stdout: IO[str]) -> None:
+    ctx = RenderContext(rules=rules, color=_use_color(settings, stdout), description=description)
+    text = render(report, settings.fmt, ctx)
+    if settings.output:
+        try:
+            Path(settings.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {settings.output}: {exc.strerror}") from None
+    else:
+        stdout.write(text)
+        stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        settings = resolve_settings(args, config.load(config_root(Request(repo=args.repo))), dict(os.environ))
+        if settings.api_key is None and not args.offline:
+            stderr.write(f"{PROG}: OPENAI_API_KEY is not set; reviewing offline (static rules and sandbox only)\n")
+        return run(settings, stdout, stderr)
+    except UsageError as exc:
+        stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug of ours: still one line, never a traceback
+        if os.environ.get("REVIEW_COPIES_DEBUG"):
+            raise
+        stderr.write(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+        return 2

@@ -1,0 +1,1332 @@
+"""A small dataflow model per function: what each name holds at each line.
+
+The interpreter walks a function's statements in order (both arms of a branch, a loop's
+body twice so loop-carried values settle) and records `Event`s that rules read: calls,
+in-place writes, reads of names, stores into containers, accumulations, `backward()`.
+Each event carries the abstract `Value`s involved (reviewer.values). It is
+intra-procedural, knows `self.` attributes set in `__init__`, and says "unknown" when it
+does not know.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from reviewer import torchapi as api
+from reviewer.parsed import ParsedFile, Scope, _dotted, _statement_bodies
+from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+
+MAX_LOOP_NESTING_REPLAYED = 3
+
+
+# ----------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class Event:
+    node: cst.CSTNode
+    line: int
+    loops: tuple[int, ...]
+    no_grad: bool
+    index: int
+
+
+@dataclass(frozen=True)
+class Call(Event):
+    qualnames: tuple[str, ...]
+    method: str | None
+    receiver: Value | None
+    receiver_node: cst.BaseExpression | None
+    args: tuple[Value, ...]
+    kwargs: tuple[tuple[str, Value], ...]
+    result: Value
+
+    def kwarg(self, name: str) -> Value | None:
+        for key, value in self.kwargs:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def call(self) -> cst.Call:
+        assert isinstance(self.node, cst.Call)
+        return self.node
+
+    def is_any(self, names: Iterable[str]) -> bool:
+        wanted = set(names)
+        return any(q in wanted for q in self.qualnames)
+
+
+@dataclass(frozen=True)
+class Write(Event):
+    """An in-place write into a tensor (or a NumPy array)."""
+
+    target: Value
+    target_node: cst.BaseExpression
+    op: str
+    source: Value | None = None
+
+
+@dataclass(frozen=True)
+class Use(Event):
+    name: str
+    value: Value
+
+
+@dataclass(frozen=True)
+class Bind(Event):
+    name: str
+    value: Value
+    expr: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Store(Event):
+    """A value put into a container or onto an object: list.append, d[k] = v, self.x = v."""
+
+    container: str
+    container_value: Value
+    value: Value
+    how: str
+    value_node: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Accumulate(Event):
+    """`name += value` (or name = name + value) where value is a tensor."""
+
+    name: str
+    value: Value
+    value_node: cst.BaseExpression
+    before: Value
+
+
+@dataclass(frozen=True)
+class Backward(Event):
+    value: Value
+
+
+@dataclass(frozen=True)
+class Return(Event):
+    value: Value
+    value_node: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """Autograd saved a tensor for backward here."""
+
+    roots: frozenset[str]
+    line: int
+    op: str
+    index: int
+    loops: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    node: cst.For | cst.While
+    start: int
+    end: int
+
+
+@dataclass
+class FunctionFlow:
+    file: ParsedFile
+    scope: Scope | None
+    events: list[Event] = field(default_factory=list)
+    values: dict[cst.CSTNode, Value] = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
+    loops: dict[int, Loop] = field(default_factory=dict)
+    saved: list[Saved] = field(default_factory=list)
+    in_module_class: bool = False
+    final_state: dict[str, Value] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.scope.qualname if self.scope else "<module>"
+
+    @property
+    def is_forward(self) -> bool:
+        return self.in_module_class and self.scope is not None and self.scope.name == "forward"
+
+    def of(self, kind: type[Event]) -> Iterator:
+        return (e for e in self.events if isinstance(e, kind))
+
+    def value(self, node: cst.CSTNode) -> Value:
+        return self.values.get(node, UNKNOWN)
+
+    def after(self, event: Event) -> Iterator[Event]:
+        """Events that may run after `event`: later ones, and in a loop, the whole loop again."""
+        for other in self.events:
+            if other.index > event.index:
+                yield other
+            elif other.index < event.index and set(other.loops) & set(event.loops):
+                yield other
+
+    def later(self, event: Event) -> Iterator[Event]:
+        return (e for e in self.events if e.index > event.index)
+
+
+# ------------------------------------------------------------------------ interpreter
+
+State = dict[str, Value]
+
+
+def _join_states(a: State, b: State) -> State:
+    out: State = {}
+    for key in a.keys() | b.keys():
+        if key in a and key in b:
+            out[key] = a[key].join(b[key])
+        else:
+            out[key] = a[key] if key in a else b[key]
+    return out
+
+
+class _Interpreter:
+    def __init__(self, file: ParsedFile, scope: Scope | None, class_attrs: State | None, module_class: bool) -> None:
+        self.file = file
+        self.scope = scope
+        self.flow = FunctionFlow(file=file, scope=scope, in_module_class=module_class)
+        self.state: State = dict(class_attrs or {})
+        self.scopes: tuple[cst.CSTNode, ...] = tuple(scope.parents) + (scope.node,) if scope else ()
+        self.no_grad = 0
+        self.silent = 0
+        self.loop_stack: list[int] = []
+        self.loop_ids = itertools.count(1)
+        self.counter = itertools.count()
+        self.fresh_ids = itertools.count(1)
+        self.backward_names: set[str] = set()
+        self.module_class = module_class
+
+    # ----------------------------------------------------------------- helpers
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.file.line_of(node)
+
+    def emit(self, cls: type[Event], node: cst.CSTNode, **fields: object) -> None:
+        if self.silent:
+            return
+        event = cls(node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counter), **fields)  # type: ignore[call-arg]
+        self.flow.events.append(event)
+
+    def new_root(self, node: cst.CSTNode, what: str = "t") -> frozenset[str]:
+        return frozenset((f"{what}@{self.line(node)}:{next(self.fresh_ids)}",))
+
+    def qualnames(self, expr: cst.BaseExpression) -> tuple[str, ...]:
+        dotted = _dotted(expr)
+        if not dotted:
+            return ()
+        head, _, rest = dotted.partition(".")
+        if head in self.state:
+            return ()
+        found = self.file.imports.lookup(head, self.scopes)
+        return tuple(f"{q}.{rest}" if rest else q for q in found)
+
+    def grad_of(self, *values: Value) -> Tri:
+        if self.no_grad:
+            return Tri.NO
+        out = Tri.NO
+        for v in values:
+            if v.kind in (Kind.TENSOR, Kind.UNKNOWN):
+                out = out.either(v.grad if v.kind is Kind.TENSOR else Tri.MAYBE if v.kind is Kind.UNKNOWN else Tri.NO)
+        return out
+
+    def tensor(self, node: cst.CSTNode, *inputs: Value, grad: Tri | None = None, origin: str = "") -> Value:
+        device = Device.UNKNOWN
+        dtype = None
+        for v in inputs:
+            if v.kind is Kind.TENSOR:
+                device = v.device if device is Device.UNKNOWN else device.join(v.device) if v.device is not Device.UNKNOWN else device
+                dtype = dtype or v.dtype
+        return Value(
+            kind=Kind.TENSOR,
+            grad=self.grad_of(*inputs) if grad is None else grad,
+            device=device,
+            dtype=dtype,
+            roots=self.new_root(node),
+            fresh=True,
+            origin=origin,
+            line=self.line(node),
+        )
+
+    def record(self, node: cst.CSTNode, value: Value) -> Value:
+        if not self.silent:
+            self.flow.values[node] = value
+        return value
+
+    def save(self, value: Value, node: cst.CSTNode, op: str) -> None:
+        if self.silent or self.no_grad or value.kind is not Kind.TENSOR:
+            return
+        self.flow.saved.append(Saved(value.roots, self.line(node), op, next(self.counter), tuple(self.loop_stack)))
+
+    # ------------------------------------------------------------- parameters
+
+    def bind_params(self, fn: cst.FunctionDef) -> None:
+        evidence = _usage_evidence(fn)
+        self.backward_names = evidence.backward
+        params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
+        for star in (fn.params.star_arg, fn.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.state[star.name.value] = Value(kind=Kind.TUPLE if star is fn.params.star_arg else Kind.DICT, roots=frozenset((f"arg:{star.name.value}",)))
+        for index, param in enumerate(params):
+            name = param.name.value
+            if index == 0 and name in ("self", "cls") and self.scope is not None and self.scope.kind == "method":
+                self.state[name] = Value(kind=Kind.MODULE if self.module_class else Kind.OTHER, grad=Tri.NO, has_params=Tri.MAYBE, roots=frozenset(("self",)))
+                continue
+            value = self.param_value(param, evidence)
+            self.state[name] = value
+            self.flow.params[name] = value
+
+    def param_value(self, param: cst.Param, evidence: _Evidence) -> Value:
+        name = param.name.value
+        roots = frozenset((f"arg:{name}",))
+        kind = Kind.UNKNOWN
+        if param.annotation is not None:
+            kind = self.annotation_kind(param.annotation.annotation)
+        if kind is Kind.UNKNOWN and param.default is not None:
+            default = self.ev(param.default)
+            if default.kind in (Kind.SCALAR, Kind.NONE, Kind.OTHER):
+                kind = Kind.OTHER if default.kind is Kind.OTHER else Kind.UNKNOWN
+        if kind is Kind.UNKNOWN:
+            kind = evidence.kind_of(name)
+        if kind is Kind.TENSOR:
+            return Value(kind=Kind.TENSOR, grad=Tri.YES if name in self.backward_names else Tri.MAYBE, roots=roots, origin=f"argument `{name}`")
+        if kind is Kind.MODULE:
+            return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=Tri.MAYBE, roots=frozenset((f"params:{name}",)), origin=f"argument `{name}`")
+        if kind is Kind.OPTIMIZER:
+            return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=frozenset((f"params:?{name}",)), origin=f"argument `{name}`")
+        return Value(kind=kind, roots=roots, origin=f"argument `{name}`")
+
+    def annotation_kind(self, ann: cst.BaseExpression) -> Kind:
+        if isinstance(ann, cst.Subscript):
+            return Kind.UNKNOWN
+        if isinstance(ann, cst.BinaryOperation):  # Tensor | None
+            left, right = self.annotation_kind(ann.left), self.annotation_kind(ann.right)
+            return left if right in (Kind.NONE, Kind.UNKNOWN) and left is not Kind.UNKNOWN else Kind.UNKNOWN
+        if isinstance(ann, cst.Name) and ann.value == "None":
+            return Kind.NONE
+        quals = self.qualnames(ann) or ((_dotted(ann),) if isinstance(ann, (cst.Name, cst.Attribute)) else ())
+        if isinstance(ann, cst.SimpleString):
+            quals = (ann.evaluated_value,) if isinstance(ann.evaluated_value, str) else ()
+        for q in quals:
+            if q in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor", "torch.FloatTensor"):
+                return Kind.TENSOR
+            if q in ("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module"):
+                return Kind.MODULE
+            if q.startswith("torch.optim.") or q.endswith("Optimizer"):
+                return Kind.OPTIMIZER
+            if q in ("int", "float", "bool", "str", "bytes", "complex"):
+                return Kind.OTHER
+            if q in ("numpy.ndarray", "np.ndarray"):
+                return Kind.NDARRAY
+        return Kind.UNKNOWN
+
+    # ---------------------------------------------------------------- statements
+
+    def run_function(self, fn: cst.FunctionDef) -> FunctionFlow:
+        for decorator in fn.decorators:
+            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
+                self.no_grad += 1
+        self.bind_params(fn)
+        self.block(list(_statement_bodies(fn)))
+        self.flow.final_state = dict(self.state)
+        return self.flow
+
+    def run_module(self, module: cst.Module) -> FunctionFlow:
+        self.backward_names = _usage_evidence(module).backward
+        self.block([s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))])
+        self.flow.final_state = dict(self.state)
+        return self.flow
+
+    def block(self, stmts: Sequence[cst.CSTNode]) -> None:
+        for stmt in stmts:
+            self.statement(stmt)
+
+    def statement(self, stmt: cst.CSTNode) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small)
+        elif isinstance(stmt, cst.If):
+            self.ev(stmt.test)
+            before = dict(self.state)
+            self.block(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else stmt.body.body)
+            after_body = self.state
+            self.state = dict(before)
+            if stmt.orelse is not None:
+                self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(_statement_bodies(stmt.orelse)))
+            self.state = _join_states(after_body, self.state)
+        elif isinstance(stmt, cst.Else):
+            self.block(list(_statement_bodies(stmt)))
+        elif isinstance(stmt, (cst.For, cst.While)):
+            self.loop(stmt)
+        elif isinstance(stmt, cst.With):
+            self.with_block(stmt)
+        elif isinstance(stmt, cst.Try) or isinstance(stmt, cst.TryStar):
+            before = dict(self.state)
+            self.block(stmt.body.body)
+            after = self.state
+            for handler in stmt.handlers:
+                self.state = _join_states(before, after)
+                if handler.type is not None:
+                    self.ev(handler.type)
+                self.block(handler.body.body)
+                after = _join_states(after, self.state)
+            self.state = after
+            if stmt.orelse is not None:
+                self.block(stmt.orelse.body.body)
+            if stmt.finalbody is not None:
+                self.block(stmt.finalbody.body.body)
+        elif isinstance(stmt, cst.Match):
+            self.ev(stmt.subject)
+            before = dict(self.state)
+            merged: State | None = None
+            for case in stmt.cases:
+                self.state = dict(before)
+                self.block(list(_statement_bodies(case)))
+                merged = self.state if merged is None else _join_states(merged, self.state)
+            self.state = _join_states(before, merged or before)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            self.state[stmt.name.value] = OTHER
+
+    def with_block(self, stmt: cst.With) -> None:
+        grad_change = 0
+        restored = self.no_grad
+        for item in stmt.items:
+            value = self.ev(item.item)
+            target = item.item.func if isinstance(item.item, cst.Call) else item.item
+            quals = self.qualnames(target)
+            if any(q in api.GRAD_MODE_OFF for q in quals):
+                grad_change = 1
+            elif any(q in api.GRAD_MODE_ON for q in quals):
+                grad_change = -1
+            elif any(q == "torch.set_grad_enabled" for q in quals) and isinstance(item.item, cst.Call) and item.item.args:
+                flag = item.item.args[0].value
+                if isinstance(flag, cst.Name) and flag.value in ("False", "True"):
+                    grad_change = 1 if flag.value == "False" else -1
+            if item.asname is not None:
+                self.assign(item.asname.name, UNKNOWN if value.kind is Kind.OTHER else value, None)
+        if grad_change == 1:
+            self.no_grad += 1
+        elif grad_change == -1:
+            self.no_grad = 0
+        self.block(stmt.body.body)
+        self.no_grad = restored
+
+    def loop(self, stmt: cst.For | cst.While) -> None:
+        loop_id = next(self.loop_ids)
+        start, end = self.file.span(stmt)
+        self.flow.loops[loop_id] = Loop(stmt, start, end)
+        element = UNKNOWN
+        if isinstance(stmt, cst.For):
+            element = self.iter_element(self.ev(stmt.iter), stmt.iter)
+        before = dict(self.state)
+        replay = len(self.loop_stack) < MAX_LOOP_NESTING_REPLAYED
+        self.loop_stack.append(loop_id)
+        if replay:
+            self.silent += 1
+            self.loop_pass(stmt, element)
+            self.silent -= 1
+            self.state = _join_states(before, self.state)
+        self.loop_pass(stmt, element)
+        self.loop_stack.pop()
+        self.state = _join_states(before, self.state)
+        if stmt.orelse is not None:
+            self.block(stmt.orelse.body.body)
+
+    def loop_pass(self, stmt: cst.For | cst.While, element: Value) -> None:
+        if isinstance(stmt, cst.For):
+            self.assign(stmt.target, element, None)
+        else:
+            self.ev(stmt.test)
+        self.block(stmt.body.body)
+
+    def iter_element(self, iterable: Value, node: cst.BaseExpression) -> Value:
+        if iterable.kind is Kind.TENSOR:
+            return iterable.but(roots=iterable.roots, via=iterable.via or "view", fresh=False, leaf=False, origin=f"a row of {_code(node)}")
+        if iterable.element is not None:
+            return iterable.element
+        return UNKNOWN
+
+    def small(self, small: cst.BaseSmallStatement) -> None:
+        if isinstance(small, cst.Expr):
+            self.ev(small.value)
+        elif isinstance(small, cst.Assign):
+            value = self.ev(small.value)
+            for target in small.targets:
+                self.assign(target.target, value, small.value)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self.assign(small.target, self.ev(small.value), small.value)
+        elif isinstance(small, cst.AugAssign):
+            self.aug_assign(small)
+        elif isinstance(small, cst.Return):
+            value = self.ev(small.value) if small.value is not None else NONE
+            self.emit(Return, small, value=value, value_node=small.value)
+        elif isinstance(small, cst.Del):
+            for name in _names_in(small.target):
+                self.state.pop(name, None)
+        elif isinstance(small, (cst.Raise, cst.Assert)):
+            for child in small.children:
+                if isinstance(child, cst.BaseExpression):
+                    self.ev(child)
+
+    def assign(self, target: cst.BaseExpression, value: Value, expr: cst.BaseExpression | None) -> None:
+        value = value.but(fresh=False)
+        if isinstance(target, cst.Name):
+            name = target.value
+            if name in self.backward_names and value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.grad is not Tri.NO:
+                # backward() is called on it: it is attached to the graph.
+                value = value.but(kind=Kind.TENSOR, grad=Tri.YES)
+            if not value.origin:
+                value = value.but(origin=f"`{name}`")
+            self.state[name] = value
+            self.emit(Bind, target, name=name, value=value, expr=expr)
+        elif isinstance(target, cst.Attribute):
+            owner = _dotted(target.value)
+            key = _dotted(target)
+            if key:
+                self.state[key] = value
+                self.emit(Bind, target, name=key, value=value, expr=expr)
+            owner_value = self.ev(target.value) if owner else UNKNOWN
+            self.emit(Store, target, container=owner or _code(target.value), container_value=owner_value, value=value, how="setattr", value_node=expr)
+        elif isinstance(target, cst.Subscript):
+            base = self.ev(target.value)
+            for element in target.slice:
+                if isinstance(element.slice, cst.Index):
+                    self.ev(element.slice.value)
+            if base.kind in (Kind.TENSOR, Kind.NDARRAY):
+                self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
+            elif base.kind in (Kind.DICT, Kind.LIST, Kind.STATE_DICT, Kind.UNKNOWN):
+                self.emit(Store, target, container=_dotted(target.value) or _code(target.value), container_value=base, value=value, how="setitem", value_node=expr)
+                if base.kind is Kind.UNKNOWN and value.kind is Kind.TENSOR:
+                    self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            parts = [el.value for el in target.elements]
+            starred = any(isinstance(el, cst.StarredElement) for el in target.elements)
+            for i, part in enumerate(parts):
+                if value.items is not None and len(value.items) == len(parts) and not starred:
+                    item = value.items[i]
+                elif value.element is not None:
+                    item = value.element
+                else:
+                    item = UNKNOWN
+                if isinstance(target.elements[i], cst.StarredElement):
+                    item = Value(kind=Kind.LIST, element=value.element)
+                self.assign(part, item, None)
+        elif isinstance(target, cst.StarredElement):
+            self.assign(target.value, Value(kind=Kind.LIST, element=value.element), None)
+
+    def aug_assign(self, stmt: cst.AugAssign) -> None:
+        added = self.ev(stmt.value)
+        target = stmt.target
+        op = _code(stmt.operator).strip()
+        if isinstance(target, cst.Subscript):
+            base = self.ev(target.value)
+            if base.kind in (Kind.TENSOR, Kind.NDARRAY):
+                self.emit(Write, stmt, target=base, target_node=target.value, op=f"[...] {op}", source=added)
+            return
+        before = self.ev(target)
+        key = _dotted(target)
+        if before.kind in (Kind.TENSOR, Kind.NDARRAY):
+            self.emit(Write, stmt, target=before, target_node=target, op=op, source=added)
+            after = before.but(grad=self.grad_of(before, added) if before.kind is Kind.TENSOR else Tri.NO)
+        elif added.kind is Kind.TENSOR and before.kind in (Kind.SCALAR, Kind.UNKNOWN, Kind.NONE):
+            after = self.tensor(stmt, added, origin=f"`{key or _code(target)}`")
+        elif before.kind is Kind.LIST and op == "+=":
+            self.emit(Store, stmt, container=key, container_value=before, value=added.element or added, how="extend", value_node=stmt.value)
+            after = before
+        else:
+            after = UNKNOWN if before.kind is Kind.UNKNOWN else before
+        if key and added.kind is Kind.TENSOR:
+            self.emit(Accumulate, stmt, name=key, value=added, value_node=stmt.value, before=before)
+        if key:
+            self.state[key] = after.but(fresh=False)
+
+    # --------------------------------------------------------------- expressions
+
+    def ev(self, node: cst.BaseExpression | None) -> Value:
+        if node is None:
+            return UNKNOWN
+        return self.record(node, self._ev(node))
+
+    def _ev(self, node: cst.BaseExpression) -> Value:
+        if isinstance(node, cst.Name):
+            return self.name(node)
+        if isinstance(node, cst.Attribute):
+            return self.attribute(node)
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if isinstance(node, cst.Subscript):
+            return self.subscript(node)
+        if isinstance(node, cst.BinaryOperation):
+            return self.binary(node)
+        if isinstance(node, cst.UnaryOperation):
+            value = self.ev(node.expression)
+            if isinstance(node.operator, cst.Not):
+                return SCALAR
+            return self.tensor(node, value, origin=_code(node)) if value.kind is Kind.TENSOR else value if value.kind is Kind.SCALAR else UNKNOWN
+        if isinstance(node, cst.Comparison):
+            values = [self.ev(node.left)] + [self.ev(c.comparator) for c in node.comparisons]
+            if any(v.kind is Kind.TENSOR for v in values):
+                return self.tensor(node, *values, grad=Tri.NO, origin=_code(node)).but(dtype="bool")
+            return SCALAR
+        if isinstance(node, cst.BooleanOperation):
+            return self.ev(node.left).join(self.ev(node.right))
+        if isinstance(node, cst.IfExp):
+            self.ev(node.test)
+            return self.ev(node.body).join(self.ev(node.orelse))
+        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+            items = tuple(self.ev(el.value) for el in node.elements)
+            kind = Kind.TUPLE if isinstance(node, cst.Tuple) else Kind.LIST
+            element = _join_all(items) if items else None
+            return Value(kind=kind, grad=Tri.NO, items=items, element=element, roots=self.new_root(node, "list"), fresh=True)
+        if isinstance(node, cst.Dict):
+            values = []
+            for el in node.elements:
+                if isinstance(el, cst.DictElement):
+                    self.ev(el.key)
+                    values.append(self.ev(el.value))
+                else:
+                    values.append(self.ev(el.value).element or UNKNOWN)
+            return Value(kind=Kind.DICT, grad=Tri.NO, element=_join_all(values) if values else None, roots=self.new_root(node, "dict"), fresh=True)
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self.comprehension(node)
+        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
+            return SCALAR
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return self.string(node)
+        if isinstance(node, cst.NamedExpr):
+            value = self.ev(node.value)
+            self.assign(node.target, value, node.value)
+            return value
+        if isinstance(node, cst.Await):
+            return self.ev(node.expression)
+        if isinstance(node, cst.Lambda):
+            return OTHER
+        if isinstance(node, cst.StarredElement):
+            return self.ev(node.value)
+        return UNKNOWN
+
+    def string(self, node: cst.BaseExpression) -> Value:
+        text = node.evaluated_value if isinstance(node, cst.SimpleString) else None
+        if isinstance(text, str):
+            low = text.lower()
+            if low == "cpu":
+                return Value(kind=Kind.DEVICE, grad=Tri.NO, device=Device.CPU)
+            if low.startswith("cuda"):
+                return Value(kind=Kind.DEVICE, grad=Tri.NO, device=Device.CUDA)
+        return OTHER
+
+    def name(self, node: cst.Name) -> Value:
+        if node.value in ("True", "False"):
+            return SCALAR
+        if node.value == "None":
+            return NONE
+        value = self.state.get(node.value)
+        if value is None:
+            if self.file.imports.lookup(node.value, self.scopes):
+                return OTHER
+            return UNKNOWN
+        self.emit(Use, node, name=node.value, value=value)
+        return value
+
+    def attribute(self, node: cst.Attribute) -> Value:
+        quals = self.qualnames(node)
+        if quals:
+            dtype = api.DTYPE_CONSTANTS.get(quals[0])
+            return Value(kind=Kind.OTHER, grad=Tri.NO, dtype=dtype, origin=quals[0])
+        key = _dotted(node)
+        attr = node.attr.value
+        if key and key in self.state:
+            base = self.ev(node.value)
+            value = self.state[key]
+            self.emit(Use, node, name=key, value=value)
+            return value
+        base = self.ev(node.value)
+        if base.kind is Kind.TENSOR or (base.kind is Kind.UNKNOWN and attr in ("data", "grad")):
+            if attr == "data":
+                return base.but(kind=Kind.TENSOR, grad=Tri.NO, leaf=False, via="data", fresh=False, certain=True, origin=f"`{_code(node)}`")
+            if attr in ("T", "mT", "H", "mH"):
+                return base.but(via=base.via or "view", fresh=False, leaf=False, origin=f"`{_code(node)}`")
+            if attr == "grad":
+                return Value(kind=Kind.TENSOR, grad=Tri.NO, device=base.device, dtype=base.dtype, roots=frozenset(f"grad:{r}" for r in base.roots), origin=f"`{_code(node)}`")
+            if attr in ("real", "imag"):
+                return base.but(via=base.via or "view", fresh=False, leaf=False)
+            return OTHER if attr in ("shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn", "is_cuda", "layout") else UNKNOWN
+        if base.kind is Kind.MODULE:
+            if attr in ("weight", "bias"):
+                return Value(kind=Kind.TENSOR, grad=Tri.YES if not self.no_grad else Tri.YES, leaf=True, device=base.device, roots=frozenset(f"{r}.{attr}" for r in base.roots), origin=f"`{_code(node)}`")
+            if key.startswith("self.") and self.module_class:
+                return Value(kind=Kind.UNKNOWN, roots=frozenset((key,)))
+        if base.kind is Kind.OPTIMIZER and attr == "param_groups":
+            return Value(kind=Kind.LIST, element=Value(kind=Kind.DICT))
+        return UNKNOWN
+
+    def subscript(self, node: cst.Subscript) -> Value:
+        base = self.ev(node.value)
+        indexes = []
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                indexes.append(self.ev(element.slice.value))
+            else:
+                for part in (element.slice.lower, element.slice.upper, element.slice.step):
+                    if part is not None:
+                        self.ev(part)
+        if base.kind is Kind.TENSOR:
+            kind = _index_kind(node, indexes)
+            origin = f"`{_code(node)}`"
+            if kind == "basic":
+                return base.but(via=base.via or "view", fresh=False, leaf=False, origin=origin)
+            if kind == "maybe":
+                return base.but(via=base.via or "view", certain=False, fresh=False, leaf=False, origin=origin)
+            return self.tensor(node, base, origin=origin)
+        if base.kind in (Kind.STATE_DICT, Kind.PARAMETER_LIST, Kind.DICT, Kind.LIST, Kind.TUPLE):
+            if base.items is not None and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                index = node.slice[0].slice.value
+                if isinstance(index, cst.Integer) and -len(base.items) <= int(index.evaluated_value) < len(base.items):
+                    return base.items[int(index.evaluated_value)]
+            if base.element is not None and not (len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice)):
+                return base.element
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
+                return base.but(fresh=True, roots=self.new_root(node, "list"), items=None)
+        if base.kind is Kind.NDARRAY:
+            return base.but(fresh=False)
+        return UNKNOWN
+
+    def binary(self, node: cst.BinaryOperation) -> Value:
+        left, right = self.ev(node.left), self.ev(node.right)
+        if Kind.TENSOR in (left.kind, right.kind):
+            op = _code(node.operator).strip()
+            if op in ("*", "/", "@"):
+                if right.attached or right.grad is Tri.MAYBE and right.kind is Kind.TENSOR:
+                    self.save(left, node, f"`{op}`")
+                if left.attached or left.grad is Tri.MAYBE and left.kind is Kind.TENSOR:
+                    self.save(right, node, f"`{op}`")
+            elif op == "**" and left.kind is Kind.TENSOR and left.grad is not Tri.NO:
+                self.save(left, node, "`**`")
+            return self.tensor(node, left, right, origin=f"`{_code(node)}`")
+        if left.kind is Kind.NDARRAY or right.kind is Kind.NDARRAY:
+            return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=self.new_root(node, "np"), fresh=True)
+        if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
+            return SCALAR
+        if left.kind is Kind.LIST and right.kind is Kind.LIST:
+            return Value(kind=Kind.LIST, element=(left.element or UNKNOWN).join(right.element or UNKNOWN), roots=self.new_root(node, "list"), fresh=True)
+        return UNKNOWN
+
+    def comprehension(self, node: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp) -> Value:
+        outer = dict(self.state)
+        for_in: cst.CompFor | None = node.for_in
+        while for_in is not None:
+            iterable = self.ev(for_in.iter)
+            self.assign(for_in.target, self.iter_element(iterable, for_in.iter), None)
+            for cond in for_in.ifs:
+                self.ev(cond.test)
+            for_in = for_in.inner_for_in
+        if isinstance(node, cst.DictComp):
+            self.ev(node.key)
+            element = self.ev(node.value)
+            kind = Kind.DICT
+        else:
+            element = self.ev(node.elt)
+            kind = Kind.LIST
+        self.state = outer
+        return Value(kind=kind, grad=Tri.NO, element=element.but(fresh=False), roots=self.new_root(node, "list"), fresh=True)
+
+    # --------------------------------------------------------------------- calls
+
+    def call(self, node: cst.Call) -> Value:
+        func = node.func
+        quals = self.qualnames(func)
+        receiver: Value | None = None
+        method: str | None = None
+        callee = UNKNOWN
+        if not quals:
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                receiver = self.ev(func.value)
+            else:
+                callee = self.ev(func)
+        args = tuple(self.ev(a.value) for a in node.args if a.keyword is None and not a.star)
+        for a in node.args:
+            if a.star:
+                self.ev(a.value)
+        kwargs = tuple((a.keyword.value, self.ev(a.value)) for a in node.args if a.keyword is not None)
+        if quals:
+            result = self.function_call(node, quals, args, dict(kwargs))
+        elif method is not None and receiver is not None:
+            result = self.method_call(node, receiver, method, args, dict(kwargs))
+        else:
+            result = self.value_call(node, func, callee, args, dict(kwargs))
+        if not result.origin and result.kind is not Kind.UNKNOWN:
+            result = result.but(origin=f"`{_short(node)}`")
+        self.emit(Call, node, qualnames=quals, method=method, receiver=receiver, receiver_node=func.value if isinstance(func, cst.Attribute) and method else None, args=args, kwargs=kwargs, result=result)
+        return result
+
+    def function_call(self, node: cst.Call, quals: tuple[str, ...], args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        qual = next((q for q in quals if q.startswith(("torch", "numpy", "copy"))), quals[0])
+        short = api.last(qual)
+        first = args[0] if args else UNKNOWN
+        if qual in api.FACTORIES:
+            return self.factory(node, qual, first, kwargs)
+        if qual in api.LEGACY_CONSTRUCTORS:
+            if first.kind is Kind.TENSOR:
+                return first.but(via="alias", fresh=False, leaf=False, origin=f"`{_short(node)}`")
+            return Value(kind=Kind.TENSOR, grad=Tri.NO, dtype=api.LEGACY_DTYPES.get(short), device=Device.CUDA if ".cuda." in qual else Device.CPU, roots=self.new_root(node), fresh=True)
+        if qual in api.SHARING_FUNCTIONS:
+            via = api.SHARING_FUNCTIONS[qual]
+            if first.kind in (Kind.TENSOR, Kind.NDARRAY):
+                certain = not (kwargs.get("dtype") or kwargs.get("device"))
+                device = Device.CPU if first.kind is Kind.NDARRAY else first.device
+                if kwargs.get("device") is not None:
+                    device = self.device_of(kwargs["device"])
+                return Value(kind=Kind.TENSOR, grad=first.grad if first.kind is Kind.TENSOR else Tri.NO, device=device, roots=first.roots, certain=certain and via != "as_tensor" or certain, via=via, origin=f"`{_short(node)}`")
+            return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU if qual == "torch.from_numpy" else Device.UNKNOWN, roots=self.new_root(node), fresh=True)
+        if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+            rg = kwargs.get("requires_grad")
+            return first.but(kind=Kind.TENSOR, grad=Tri.NO if rg is not None and _is_false(node, "requires_grad") else Tri.YES, leaf=True, fresh=False, via="", origin=f"`{_short(node)}`")
+        if qual.startswith("torch.nn.init.") and short.endswith("_") and args:
+            self.emit(Write, node, target=first, target_node=node.args[0].value, op=qual.replace("torch.nn.", "nn."), source=None)
+            return first
+        if qual.startswith(("torch.nn.", "torch.optim.")) and short[:1].isupper() and "functional" not in qual:
+            return self.construct(node, qual, short, args, kwargs)
+        if qual in ("copy.deepcopy",):
+            return self.deepcopy(node, first)
+        if qual == "copy.copy":
+            return first.but(fresh=False, roots=first.roots | self.new_root(node, "shallow"), via=first.via or "shallow-copy")
+        if qual == "torch.device":
+            return Value(kind=Kind.DEVICE, grad=Tri.NO, device=self.device_of(first))
+        if qual in ("torch.clone",):
+            return first.but(roots=self.new_root(node), fresh=True, leaf=False, via="", certain=True) if first.kind is Kind.TENSOR else UNKNOWN
+        if qual.startswith("torch.") and short in api.VIEW_METHODS | api.MAYBE_VIEW_METHODS and first.kind is Kind.TENSOR:
+            return first.but(via=first.via or "view", fresh=False, leaf=False, certain=short not in api.MAYBE_VIEW_METHODS, origin=f"`{_short(node)}`")
+        if qual.startswith("torch.") and short in api.VIEW_TUPLE_METHODS and first.kind is Kind.TENSOR:
+            return Value(kind=Kind.TUPLE, grad=Tri.NO, element=first.but(via=first.via or "view", fresh=False, leaf=False))
+        if qual.startswith("torch.") and any(a.kind is Kind.TENSOR for a in args) or qual.startswith("torch.nn.functional."):
+            return self.tensor_function(node, qual, short, args, kwargs)
+        if qual.startswith("numpy."):
+            if short in ("asarray", "asanyarray") and first.kind in (Kind.TENSOR, Kind.NDARRAY):
+                return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=first.roots, certain=False, via="numpy", device=Device.CPU)
+            return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=self.new_root(node, "np"), fresh=True) if short[:1].islower() else OTHER
+        if qual.startswith("torch.distributed."):
+            return UNKNOWN
+        return UNKNOWN
+
+    def factory(self, node: cst.Call, qual: str, first: Value, kwargs: dict[str, Value]) -> Value:
+        requires = _kwarg_true(node, "requires_grad")
+        device = self.device_of(kwargs["device"]) if "device" in kwargs else Device.CPU
+        dtype_val = kwargs.get("dtype")
+        dtype = dtype_val.dtype if dtype_val is not None else None
+        if qual.endswith("_like") and first.kind is Kind.TENSOR:
+            device = first.device if "device" not in kwargs else device
+            dtype = dtype or first.dtype
+        elif dtype is None and api.last(qual) in ("zeros", "ones", "empty", "rand", "randn", "full", "linspace", "logspace", "eye", "normal"):
+            dtype = "float32"
+        if qual == "torch.tensor" and first.kind is Kind.TENSOR:
+            device = first.device if "device" not in kwargs else device
+            dtype = dtype or first.dtype
+        return Value(
+            kind=Kind.TENSOR,
+            grad=Tri.YES if requires else Tri.NO,
+            leaf=requires,
+            device=device,
+            dtype=dtype,
+            roots=self.new_root(node),
+            fresh=True,
+            origin=f"`{_short(node)}`",
+            line=self.line(node),
+        )
+
+    def construct(self, node: cst.Call, qual: str, short: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        if qual.startswith("torch.optim."):
+            target = args[0] if args else kwargs.get("params", UNKNOWN)
+            roots = target.roots if target.kind in (Kind.PARAMETER_LIST, Kind.MODULE) else frozenset()
+            return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=roots, fresh=True, origin=f"`{_short(node)}`")
+        has_params = Tri.NO if short in api.PARAMETERLESS_MODULES else Tri.YES if qual.startswith("torch.nn.") and short[:1].isupper() else Tri.MAYBE
+        via = "inplace" if short in api.INPLACE_MODULES and _kwarg_true(node, "inplace") else ""
+        return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=self.new_root(node, "params"), via=via, device=Device.CPU, fresh=True, origin=f"`{_short(node)}`")
+
+    def deepcopy(self, node: cst.Call, first: Value) -> Value:
+        element = first.element.but(roots=self.new_root(node, "copy"), via="", certain=True) if first.element is not None else None
+        return first.but(roots=self.new_root(node, "copy"), via="", certain=True, fresh=True, element=element, items=None)
+
+    def tensor_function(self, node: cst.Call, qual: str, short: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        tensors = [a for a in args if a.kind is Kind.TENSOR]
+        first = args[0] if args else UNKNOWN
+        if short in api.INPLACE_FUNCTIONAL and _kwarg_true(node, "inplace") and first.kind is Kind.TENSOR:
+            self.emit(Write, node, target=first, target_node=node.args[0].value, op=f"{short}(inplace=True)", source=None)
+            return first
+        out = kwargs.get("out")
+        if out is not None and out.kind is Kind.TENSOR:
+            out_node = next(a.value for a in node.args if a.keyword is not None and a.keyword.value == "out")
+            self.emit(Write, node, target=out, target_node=out_node, op="out=", source=None)
+            return out
+        if short in ("cat", "stack", "concat", "concatenate", "hstack", "vstack") and first.kind in (Kind.LIST, Kind.TUPLE):
+            element = first.element or UNKNOWN
+            return self.tensor(node, element, origin=f"`{_short(node)}`")
+        if short in api.SCALAR_METHODS:
+            return SCALAR
+        self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
+        result = self.tensor(node, *tensors, *kwargs.values(), origin=f"`{_short(node)}`")
+        if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
+            self.save(result, node, f"`{short}`")
+        return result
+
+    def note_saves(self, node: cst.CSTNode, short: str, first: Value, second: Value) -> None:
+        if self.no_grad:
+            return
+        if short in api.SAVES_INPUTS and first.kind is Kind.TENSOR and first.grad is not Tri.NO:
+            self.save(first, node, f"`{short}`")
+        if short in api.SAVES_OTHER_OPERAND:
+            if second.kind is Kind.TENSOR and second.grad is not Tri.NO:
+                self.save(first, node, f"`{short}`")
+            if first.kind is Kind.TENSOR and first.grad is not Tri.NO:
+                self.save(second, node, f"`{short}`")
+
+    def value_call(self, node: cst.Call, func: cst.BaseExpression, callee: Value, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        name = func.value if isinstance(func, cst.Name) else ""
+        first = args[0] if args else UNKNOWN
+        if callee.kind is Kind.MODULE or (callee.kind is Kind.UNKNOWN and _dotted(func).startswith("self.") and self.module_class):
+            if callee.via == "inplace" and first.kind is Kind.TENSOR:
+                self.emit(Write, node, target=first, target_node=node.args[0].value, op=f"{_code(func)}(...) with inplace=True", source=None)
+                return first
+            has_params = callee.has_params if callee.kind is Kind.MODULE else Tri.MAYBE
+            grad = self.grad_of(*args) if has_params is Tri.NO else Tri.NO if self.no_grad else Tri.YES if has_params is Tri.YES else self.grad_of(*args).either(Tri.MAYBE)
+            result = self.tensor(node, *args, grad=grad, origin=f"the output of `{_short(node)}`")
+            return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device) if callee.device.may_be_gpu else result
+        if name in ("float", "int", "bool", "len", "str", "repr", "print", "isinstance", "hasattr", "round", "abs") and not (name == "abs" and first.kind is Kind.TENSOR):
+            return SCALAR if name != "print" else NONE
+        if name in ("list", "tuple", "sorted", "reversed") and args:
+            element = first.element if first.element is not None else (first if first.kind is Kind.TENSOR else None)
+            if first.kind is Kind.TENSOR:
+                element = first.but(via=first.via or "view", fresh=False, leaf=False)
+            kind = first.kind if first.kind in (Kind.PARAMETER_LIST,) else Kind.LIST if name != "tuple" else Kind.TUPLE
+            return Value(kind=kind, grad=Tri.NO, element=element, roots=self.new_root(node, "list"), fresh=True, via="shallow-copy", origin=f"`{_short(node)}`")
+        if name == "dict" and args:
+            kind = Kind.STATE_DICT if first.kind is Kind.STATE_DICT else Kind.DICT
+            return Value(kind=kind, grad=Tri.NO, element=first.element, roots=self.new_root(node, "dict"), fresh=True, via="shallow-copy", origin=f"`{_short(node)}`")
+        if name in ("enumerate",) and args:
+            return Value(kind=Kind.LIST, element=Value(kind=Kind.TUPLE, items=(SCALAR, first.element or self.iter_element(first, node.args[0].value))))
+        if name == "zip":
+            return Value(kind=Kind.LIST, element=Value(kind=Kind.TUPLE, items=tuple(a.element or UNKNOWN for a in args)))
+        if name == "range":
+            return Value(kind=Kind.LIST, element=SCALAR)
+        if name == "sum" and first.kind in (Kind.LIST, Kind.TUPLE) and first.element is not None and first.element.kind is Kind.TENSOR:
+            return self.tensor(node, first.element, origin=f"`{_short(node)}`")
+        if name in ("max", "min") and any(a.kind is Kind.TENSOR for a in args):
+            return self.tensor(node, *args)
+        return UNKNOWN
+
+    def method_call(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        func = node.func
+        assert isinstance(func, cst.Attribute)
+        recv_node = func.value
+        if method == "backward":
+            self.emit(Backward, node, value=recv)
+            return NONE
+        if recv.kind is Kind.MODULE:
+            return self.module_method(node, recv, method, args, kwargs)
+        if recv.kind is Kind.OPTIMIZER:
+            if method == "step":
+                if recv.roots:
+                    self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=recv.roots, grad=Tri.YES, leaf=True), target_node=recv_node, op="optimizer.step()", source=None)
+                return NONE
+            if method == "state_dict":
+                return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=self.new_root(node, "optstate"), element=Value(kind=Kind.UNKNOWN), via="state_dict", origin=f"`{_short(node)}`")
+            return NONE if method == "zero_grad" else UNKNOWN
+        if recv.kind in (Kind.STATE_DICT, Kind.DICT, Kind.PARAMETER_LIST, Kind.LIST, Kind.TUPLE):
+            return self.container_method(node, recv, method, args)
+        if recv.kind is Kind.NDARRAY:
+            if method == "copy":
+                return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=self.new_root(node, "np"), fresh=True)
+            if method in ("view", "reshape", "ravel", "transpose", "squeeze") or method == "T":
+                return recv.but(fresh=False)
+            return UNKNOWN
+        if recv.kind is Kind.TENSOR or (recv.kind is Kind.UNKNOWN and method in api.TENSOR_ONLY_METHODS):
+            return self.tensor_method(node, recv if recv.kind is Kind.TENSOR else recv.but(kind=Kind.TENSOR), method, args, kwargs, recv_node, known=recv.kind is Kind.TENSOR)
+        if recv.kind is Kind.UNKNOWN and method == "item":
+            return SCALAR
+        return UNKNOWN
+
+    def module_method(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        origin = f"`{_short(node)}`"
+        roots = recv.roots or self.new_root(node, "params")
+        if method == "state_dict":
+            keep = _kwarg_true(node, "keep_vars")
+            element = Value(kind=Kind.TENSOR, grad=Tri.YES if keep else Tri.NO, leaf=keep, device=recv.device, roots=roots, via="state_dict", origin=origin)
+            return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=roots, element=element, via="state_dict", origin=origin)
+        if method in ("parameters", "named_parameters"):
+            element = Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=recv.device, roots=roots, origin=origin)
+            if method == "named_parameters":
+                element = Value(kind=Kind.TUPLE, items=(OTHER, element), element=element)
+            return Value(kind=Kind.PARAMETER_LIST, grad=Tri.NO, roots=roots, element=element, origin=origin)
+        if method in ("buffers", "named_buffers"):
+            element = Value(kind=Kind.TENSOR, grad=Tri.NO, device=recv.device, roots=roots, origin=origin)
+            return Value(kind=Kind.PARAMETER_LIST, grad=Tri.NO, roots=roots, element=element, origin=origin)
+        if method in ("to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"):
+            device = recv.device
+            if method == "cuda":
+                device = Device.CUDA
+            elif method == "cpu":
+                device = Device.CPU
+            elif method == "to" and args:
+                device = self.device_of(args[0]) if args[0].kind is Kind.DEVICE or args[0].kind is Kind.UNKNOWN else device
+            elif method == "to" and "device" in kwargs:
+                device = self.device_of(kwargs["device"])
+            updated = recv.but(device=device)
+            key = _dotted(node.func.value) if isinstance(node.func, cst.Attribute) else ""
+            if key and key in self.state:
+                self.state[key] = updated
+            return updated
+        if method == "load_state_dict":
+            self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.NO), target_node=node.func.value if isinstance(node.func, cst.Attribute) else node, op="load_state_dict", source=args[0] if args else None)
+            return UNKNOWN
+        if method == "forward":
+            return self.value_call(node, node.func, recv, args, kwargs)
+        if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):
+            name = node.args[0].value.evaluated_value
+            owner = _dotted(node.func.value) if isinstance(node.func, cst.Attribute) else ""
+            if owner and isinstance(name, str):
+                self.state[f"{owner}.{name}"] = args[1].but(fresh=False, grad=Tri.NO)
+            return NONE
+        return UNKNOWN
+
+    def container_method(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...]) -> Value:
+        func = node.func
+        assert isinstance(func, cst.Attribute)
+        container = _dotted(func.value) or _code(func.value)
+        if method in ("append", "add", "insert") and args:
+            value = args[-1]
+            value_node = node.args[-1].value if node.args else None
+            self.emit(Store, node, container=container, container_value=recv, value=value, how=method, value_node=value_node)
+            self.grow(func.value, recv, value)
+            return NONE
+        if method == "extend" and args:
+            self.emit(Store, node, container=container, container_value=recv, value=args[0].element or args[0], how="extend", value_node=node.args[0].value)
+            return NONE
+        if method in ("update", "setdefault") and args:
+            self.emit(Store, node, container=container, container_value=recv, value=args[-1].element or args[-1], how=method, value_node=node.args[-1].value)
+            return NONE
+        if method == "copy":
+            return recv.but(roots=self.new_root(node, "dict"), fresh=True, via="shallow-copy", origin=f"`{_short(node)}`")
+        if method == "items":
+            return Value(kind=Kind.LIST, element=Value(kind=Kind.TUPLE, items=(OTHER, recv.element or UNKNOWN)))
+        if method == "values":
+            return Value(kind=Kind.LIST, element=recv.element)
+        if method in ("get", "pop"):
+            return recv.element or UNKNOWN
+        if method == "keys":
+            return Value(kind=Kind.LIST, element=OTHER)
+        return UNKNOWN
+
+    def grow(self, node: cst.BaseExpression, recv: Value, value: Value) -> None:
+        """After list.append(v), the list is known to hold things like v."""
+        key = _dotted(node)
+        if key and key in self.state:
+            element = value.but(fresh=False) if recv.element is None else recv.element.join(value.but(fresh=False))
+            if recv.items is not None and not recv.items:
+                element = value.but(fresh=False)
+            self.state[key] = recv.but(element=element, items=None)
+
+    def tensor_method(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], recv_node: cst.BaseExpression, known: bool) -> Value:
+        origin = f"`{_short(node)}`"
+        if method in ("requires_grad_",):
+            flag = not _is_false_arg(node)
+            updated = recv.but(grad=Tri.YES if flag else Tri.NO, leaf=flag)
+            self.rebind(recv_node, updated)
+            return updated
+        if method == "detach_":
+            updated = recv.but(grad=Tri.NO, leaf=False)
+            self.rebind(recv_node, updated)
+            return updated
+        if api.is_inplace_method(method) and method not in ("share_memory_", "retain_grad_"):
+            self.emit(Write, node, target=recv, target_node=recv_node, op=f".{method}()", source=args[0] if args else None)
+            if not self.no_grad and any(a.attached for a in args):
+                updated = recv.but(grad=Tri.YES)
+                self.rebind(recv_node, updated)
+                return updated
+            return recv.but(fresh=False)
+        if method == "copy_":
+            return recv
+        if method == "detach":
+            return recv.but(grad=Tri.NO, leaf=False, via="detach", fresh=False, certain=True, origin=origin)
+        if method == "clone":
+            return recv.but(roots=self.new_root(node), fresh=True, leaf=False, via="", certain=True, origin=origin, line=self.line(node))
+        if method in api.VIEW_METHODS:
+            return recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin)
+        if method in api.VIEW_TUPLE_METHODS:
+            return Value(kind=Kind.TUPLE, grad=Tri.NO, element=recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin))
+        if method in api.MAYBE_VIEW_METHODS:
+            return recv.but(via=recv.via or "reshape", certain=False, fresh=False, leaf=False, origin=origin)
+        if method in api.MAYBE_SELF_METHODS:
+            return self.conversion(node, recv, method, args, kwargs, origin)
+        if method == "numpy":
+            return Value(kind=Kind.NDARRAY, grad=Tri.NO, device=Device.CPU, roots=recv.roots, via="numpy", certain=not _kwarg_true(node, "force"), origin=origin)
+        if method in api.SCALAR_METHODS:
+            return SCALAR
+        if method in ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"):
+            return self.tensor(node, recv, grad=Tri.NO if method.startswith("new_") else None, origin=origin)
+        if not known:
+            return UNKNOWN
+        self.note_saves(node, method, recv, args[0] if args else UNKNOWN)
+        result = self.tensor(node, recv, *args, *kwargs.values(), origin=origin)
+        if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
+            self.save(result, node, f"`.{method}()`")
+        return result
+
+    def conversion(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], origin: str) -> Value:
+        """`.to()`, `.cpu()`, `.float()`...: the same tensor when nothing changes, else a copy."""
+        target_device: Device | None = None
+        target_dtype: str | None = None
+        if method == "cpu":
+            target_device = Device.CPU
+        elif method == "cuda":
+            target_device = Device.CUDA
+        elif method in api.DTYPE_METHODS:
+            target_dtype = api.DTYPE_METHODS[method]
+        elif method == "to":
+            if _kwarg_true(node, "copy"):
+                return self.tensor(node, recv, origin=origin).but(device=recv.device)
+            for value in (*args, *(v for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
+                if value.kind is Kind.DEVICE:
+                    target_device = value.device
+                elif value.dtype is not None and value.kind is Kind.OTHER:
+                    target_dtype = value.dtype
+                elif value.kind is Kind.TENSOR:
+                    target_device, target_dtype = value.device, value.dtype
+                elif value.kind is Kind.UNKNOWN:
+                    target_device = Device.MAYBE_CUDA
+        same_device = target_device is None or target_device is recv.device and target_device in (Device.CPU, Device.CUDA)
+        differs_device = target_device is not None and {target_device, recv.device} == {Device.CPU, Device.CUDA}
+        same_dtype = target_dtype is None or target_dtype == recv.dtype
+        differs_dtype = target_dtype is not None and recv.dtype is not None and target_dtype != recv.dtype
+        device = target_device if target_device not in (None,) else recv.device
+        if device is Device.MAYBE_CUDA and recv.device is Device.CUDA:
+            device = Device.CUDA
+        dtype = target_dtype or recv.dtype
+        if differs_device or differs_dtype:
+            return self.tensor(node, recv, origin=origin).but(device=device or Device.UNKNOWN, dtype=dtype)
+        return recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin)
+
+    def rebind(self, node: cst.BaseExpression, value: Value) -> None:
+        key = _dotted(node)
+        if key and key in self.state:
+            self.state[key] = value
+
+    def device_of(self, value: Value) -> Device:
+        if value.kind is Kind.DEVICE:
+            return value.device
+        if value.kind is Kind.TENSOR:
+            return value.device
+        if value.kind in (Kind.UNKNOWN,):
+            return Device.MAYBE_CUDA
+        return Device.UNKNOWN
+
+
+# ----------------------------------------------------------------- usage evidence
+
+
+@dataclass
+class _Evidence:
+    methods: dict[str, set[str]] = field(default_factory=dict)
+    attributes: dict[str, set[str]] = field(default_factory=dict)
+    backward: set[str] = field(default_factory=set)
+    called: set[str] = field(default_factory=set)
+
+    def kind_of(self, name: str) -> Kind:
+        methods = self.methods.get(name, set())
+        attrs = self.attributes.get(name, set())
+        if methods & (api.MODULE_ONLY_METHODS - {"state_dict", "load_state_dict"}):
+            return Kind.MODULE
+        if name in self.called and methods & {"state_dict", "load_state_dict", "to", "cuda", "zero_grad"}:
+            return Kind.MODULE
+        if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs):
+            return Kind.OPTIMIZER
+        if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"}:
+            return Kind.TENSOR
+        return Kind.UNKNOWN
+
+
+class _EvidenceVisitor(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.evidence = _Evidence()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return not hasattr(self, "_entered") and setattr(self, "_entered", True) is None
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name):
+            self.evidence.attributes.setdefault(node.value.value, set()).add(node.attr.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name):
+            self.evidence.called.add(func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            name = func.value.value
+            self.evidence.methods.setdefault(name, set()).add(func.attr.value)
+            if func.attr.value == "backward":
+                self.evidence.backward.add(name)
+
+
+def _usage_evidence(node: cst.CSTNode) -> _Evidence:
+    visitor = _EvidenceVisitor()
+    if isinstance(node, cst.Module):
+        visitor._entered = True  # type: ignore[attr-defined]
+    node.visit(visitor)
+    return visitor.evidence
+
+
+# -------------------------------------------------------------------- small helpers
+
+
+def _join_all(values: Iterable[Value]) -> Value:
+    out: Value | None = None
+    for v in values:
+        out = v if out is None else out.join(v)
+    return out or UNKNOWN
+
+
+def _names_in(node: cst.CSTNode) -> Iterator[str]:
+    if isinstance(node, cst.Name):
+        yield node.value
+    elif isinstance(node, (cst.Tuple, cst.List)):
+        for el in node.elements:
+            yield from _names_in(el.value)
+    elif isinstance(node, cst.Attribute):
+        key = _dotted(node)
+        if key:
+            yield key
+
+
+def _index_kind(node: cst.Subscript, values: list[Value]) -> str:
+    """basic (a view), advanced (a copy) or maybe: torch's indexing rules."""
+    result = "basic"
+    i = 0
+    for element in node.slice:
+        if isinstance(element.slice, cst.Slice):
+            continue
+        expr = element.slice.value
+        value = values[i] if i < len(values) else UNKNOWN
+        i += 1
+        if isinstance(expr, (cst.Integer, cst.Ellipsis)) or (isinstance(expr, cst.Name) and expr.value == "None"):
+            continue
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, cst.Integer):
+            continue
+        if isinstance(expr, (cst.List, cst.ListComp)) or value.kind in (Kind.LIST, Kind.NDARRAY):
+            return "advanced"
+        if value.kind is Kind.TENSOR:
+            if value.dtype == "bool":
+                return "advanced"
+            result = "maybe"
+            continue
+        if value.kind is Kind.SCALAR:
+            continue
+        result = "maybe"
+    return result
+
+
+def _kwarg_true(node: cst.Call, name: str) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return isinstance(arg.value, cst.Name) and arg.value.value == "True"
+    return False
+
+
+def _is_false(node: cst.Call, name: str) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return isinstance(arg.value, cst.Name) and arg.value.value == "False"
+    return False
+
+
+def _is_false_arg(node: cst.Call) -> bool:
+    if node.args and node.args[0].keyword in (None,) and isinstance(node.args[0].value, cst.Name):
+        return node.args[0].value.value == "False"
+    return _is_false(node, "requires_grad")
+
+
+_EMPTY_MODULE = cst.Module(body=())
+
+
+def _code(node: cst.CSTNode) -> str:
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+def _short(node: cst.CSTNode, limit: int = 60) -> str:
+    text = " ".join(_code(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+code_of = _code
+short_code = _short
+
+
+# ------------------------------------------------------------------------ entry points
+
+
+def is_module_class(file: ParsedFile, cls: cst.ClassDef, seen: frozenset[str] = frozenset()) -> bool:
+    """Does the class derive from torch.nn.Module (directly, or via a class in this file)?"""
+    for base in cls.bases:
+        quals = file.imports.lookup(_dotted(base.value).split(".", 1)[0]) if _dotted(base.value) else ()
+        dotted = _dotted(base.value)
+        rest = dotted.partition(".")[2]
+        full = tuple(f"{q}.{rest}" if rest else q for q in quals)
+        if any(q.startswith("torch.nn") or q in ("torch.nn.Module",) for q in full):
+            return True
+        if dotted and dotted not in seen:
+            for scope in file.scopes:
+                if scope.kind == "class" and scope.name == dotted and isinstance(scope.node, cst.ClassDef):
+                    if is_module_class(file, scope.node, seen | {dotted}):
+                        return True
+    return False
+
+
+def analyze_function(file: ParsedFile, scope: Scope, class_attrs: State | None = None) -> FunctionFlow:
+    module_class = scope.class_node is not None and is_module_class(file, scope.class_node)
+    interp = _Interpreter(file, scope, class_attrs, module_class)
+    assert isinstance(scope.node, cst.FunctionDef)
+    return interp.run_function(scope.node)
+
+
+def analyze_module_body(file: ParsedFile) -> FunctionFlow:
+    return _Interpreter(file, None, None, False).run_module(file.module)
+
+
+def analyze_file(file: ParsedFile, lines: frozenset[int] | None = None) -> list[FunctionFlow]:
+    """The flows of every function touching `lines` (all when None) and of the module body
+    when it does. Methods are analysed after their class's __init__, whose attributes they see."""
+    functions = [s for s in file.scopes if s.kind in ("function", "method")]
+    if lines is None:
+        wanted = functions
+        module_body = True
+    else:
+        innermost = {file.innermost_scope(line, ("function", "method")) for line in lines}
+        wanted = [s for s in functions if s in innermost]
+        module_body = None in innermost
+    inits = {s.class_node: s for s in functions if s.kind == "method" and s.name == "__init__"}
+    needed_inits = {inits[s.class_node] for s in wanted if s.kind == "method" and s.class_node in inits}
+    flows: list[FunctionFlow] = []
+    class_attrs: dict[cst.CSTNode, State] = {}
+    for init in sorted(needed_inits, key=lambda s: s.start):
+        flow = analyze_function(file, init, None)
+        class_attrs[init.class_node] = {k: v for k, v in flow.final_state.items() if k.startswith("self.")}
+        if init in wanted:
+            flows.append(flow)
+    for scope in wanted:
+        if scope in needed_inits:
+            continue
+        attrs = class_attrs.get(scope.class_node) if scope.kind == "method" else None
+        flows.append(analyze_function(file, scope, attrs))
+    flows.sort(key=lambda f: f.scope.start if f.scope else 0)
+    if module_body:
+        flows.append(analyze_module_body(file))
+    return flows

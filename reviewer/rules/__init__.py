@@ -1,0 +1,49 @@
+"""The copy rules. Each module in this package holds one rule class; adding a rule is
+adding a file. `all_rules()` finds them, sorted by code."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from functools import cache
+
+from reviewer.findings import Category
+from reviewer.rules.base import Hit, Invalid, Rule, Valid
+
+__all__ = ["Hit", "Invalid", "Rule", "Valid", "all_rules", "select_rules", "rule_by_code"]
+
+
+@cache
+def all_rules() -> tuple[type[Rule], ...]:
+    found: dict[str, type[Rule]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
+                if obj.code in found:
+                    raise RuntimeError(f"rule code {obj.code} is used twice ({found[obj.code].__name__}, {obj.__name__})")
+                found[obj.code] = obj
+    return tuple(found[code] for code in sorted(found))
+
+
+def rule_by_code(code: str) -> type[Rule] | None:
+    return next((r for r in all_rules() if r.code == code), None)
+
+
+def _matches(rule: type[Rule], selector: str) -> bool:
+    selector = selector.strip()
+    return rule.category.value == selector or rule.code.startswith(selector.upper()) or rule.name == selector
+
+
+def known_selector(selector: str) -> bool:
+    return selector in {c.value for c in Category} or any(_matches(r, selector) for r in all_rules())
+
+
+def select_rules(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tuple[type[Rule], ...]:
+    """Rules picked by category, code or code prefix (RC2, RC201), or rule name."""
+    select, ignore = list(select), list(ignore)
+    chosen = [r for r in all_rules() if not select or any(_matches(r, s) for s in select)]
+    return tuple(r for r in chosen if not any(_matches(r, s) for s in ignore))

@@ -1,0 +1,324 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from reviewer.cstutil import chain, clean_args, is_name, kwarg, method
+from reviewer.findings import Category, Severity
+from reviewer.flow import Call, FunctionFlow, code_of
+from reviewer.rules.base import Hit, Invalid, Rule, Valid
+from reviewer.values import Tri
+
+
+class CopyConstructFromTensor(Rule):
+    """
+    ## What it does
+    Finds `torch.tensor(t)` and `t.new_tensor(u)` applied to something that already is a
+    tensor.
+
+    ## Why is this bad?
+    `torch.tensor` always copies its data, and for a tensor argument it also silently
+    detaches the copy from the autograd graph: gradients stop there without an error.
+    PyTorch warns "To copy construct from a tensor, it is recommended to use
+    sourceTensor.detach().clone()" on every call, and the intent (a copy? an alias? a
+    graph cut?) is hidden from the reader.
+
+    ## Example
+    ```python
+    def snapshot(x: torch.Tensor):
+        return torch.tensor(x, dtype=torch.float64)
+    ```
+
+    ## Use instead
+    ```python
+    def snapshot(x: torch.Tensor):
+        return x.detach().to(dtype=torch.float64, copy=True)
+    ```
+    `t.detach().clone()` when no dtype or device is given; `torch.as_tensor(t)` when no
+    copy is wanted at all.
+
+    ## Fix safety
+    Safe: the fix computes the same values, with the same dtype, device and
+    `requires_grad`, without the warning. It is not offered with `pin_memory=True`.
+    """
+
+    code = "RC301"
+    name = "copy-construct-from-tensor"
+    category = Category.COPY_CONSTRUCT
+    severity = Severity.WARNING
+    prefilter = ("tensor(",)
+    probe = "warning"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(values: list[float]):
+                return torch.tensor(values)
+            """,
+            "a list, not a tensor",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x.detach().clone()
+            """
+        ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def f():
+                a = np.zeros(3)
+                return torch.tensor(a)
+            """,
+            "a NumPy array: torch.tensor is the right way to copy it",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x):
+                return torch.tensor(x)
+            """,
+            "nothing says x is a tensor",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                y = torch.tensor(x)
+                return y * 2
+            """,
+            line=3,
+            fix="""
+            import torch
+            def f(x: torch.Tensor):
+                y = x.detach().clone()
+                return y * 2
+            """,
+        ),
+        Invalid(
+            """
+            import torch as T
+            def f():
+                w = T.randn(3, requires_grad=True)
+                return T.tensor(w, dtype=T.float64, device="cpu")
+            """,
+            line=4,
+            fix="""
+            import torch as T
+            def f():
+                w = T.randn(3, requires_grad=True)
+                return w.detach().to(dtype=T.float64, device="cpu", copy=True)
+            """,
+        ),
+        Invalid(
+            """
+            from torch import tensor, zeros
+            def f():
+                base = zeros(4)
+                return tensor(base[1:], requires_grad=True)
+            """,
+            line=4,
+            fix="""
+            from torch import tensor, zeros
+            def f():
+                base = zeros(4)
+                return base[1:].detach().clone().requires_grad_(True)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x.new_tensor(x + 1)
+            """,
+            line=3,
+            fix="""
+            import torch
+            def f(x: torch.Tensor):
+                return (x + 1).detach().to(x, copy=True)
+            """,
+            note="new_tensor takes the receiver's dtype and device: .to(x) keeps that",
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            source = self._source(event)
+            if source is None:
+                continue
+            arg_node, value = source
+            what = f"`{code_of(arg_node)}`"
+            grad_note = ""
+            if value.grad is Tri.YES:
+                grad_note = f" {what} requires grad, so gradients silently stop at the copy."
+            elif value.grad is Tri.MAYBE:
+                grad_note = f" If {what} requires grad, gradients silently stop at the copy."
+            call = "torch.tensor(...)" if event.qualnames else "new_tensor(...)"
+            message = (
+                f"`{call}` on the tensor {what} makes a detached copy and triggers PyTorch's "
+                f"copy-construct warning.{grad_note} Say what is meant: `.detach().clone()` for a "
+                "copy, `torch.as_tensor(...)` if no copy is needed."
+            )
+            yield Hit(event.node, message, self._fix(event, arg_node))
+
+    def _source(self, event: Call) -> tuple[cst.BaseExpression, object] | None:
+        call = event.call
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) != 1 or any(a.star for a in call.args):
+            return None
+        if event.is_any(("torch.tensor",)):
+            value = event.args[0]
+        elif event.method == "new_tensor" and event.receiver is not None and event.receiver.is_tensor:
+            value = event.args[0]
+        else:
+            return None
+        if not value.is_tensor:
+            return None
+        return positional[0].value, value
+
+    def _fix(self, event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        call = event.call
+        keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+        if "pin_memory" in keywords and not is_name(keywords["pin_memory"].value, "False"):
+            return None
+        if set(keywords) - {"dtype", "device", "requires_grad", "pin_memory"}:
+            return None
+        conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
+        detached = chain(arg, "detach")
+        if event.method == "new_tensor" and conversion and "device" not in keywords:
+            return None
+        if event.method == "new_tensor" and not conversion:
+            # new_tensor gives the result the receiver's dtype and device.
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if not isinstance(receiver, (cst.Name, cst.Attribute)):
+                return None
+            conversion = [cst.Arg(receiver)]
+        if conversion:
+            copy = method(detached, "to", clean_args([*conversion, kwarg("copy", cst.Name("True"))]))
+        else:
+            copy = method(detached, "clone")
+        requires = keywords.get("requires_grad")
+        if requires is not None and not is_name(requires.value, "False"):
+            copy = method(copy, "requires_grad_", [cst.Arg(requires.value)])
+        return call, copy
+
+
+class LegacyConstructorAlias(Rule):
+    """
+    ## What it does
+    Finds the legacy constructors `torch.Tensor(t)`, `torch.FloatTensor(t)`,
+    `torch.LongTensor(t)`... applied to something that already is a tensor.
+
+    ## Why is this bad?
+    They read like a copy but are not one: for a tensor argument of the right type they
+    return an alias of `t` (torch 2.13: `AliasBackward0`) that shares its memory, its
+    version counter and its graph, so an in-place write through either name changes
+    both; for any other dtype they raise a `TypeError`. Code that meant a snapshot keeps
+    a reference.
+
+    ## Example
+    ```python
+    def keep(x: torch.Tensor):
+        saved = torch.Tensor(x)
+        x.add_(1)          # saved changes too
+        return saved
+    ```
+
+    ## Use instead
+    ```python
+    def keep(x: torch.Tensor):
+        saved = x.detach().clone()
+        x.add_(1)
+        return saved
+    ```
+    or use `x` itself when sharing is intended.
+
+    ## Fix safety
+    The fix turns an alias into a copy: values are equal when it runs, later writes no
+    longer show through, and the copy is no longer attached to the graph. That is what
+    the code reads as, but the sandbox confirms it before the fix is offered.
+    """
+
+    code = "RC302"
+    name = "legacy-constructor-alias"
+    category = Category.COPY_CONSTRUCT
+    severity = Severity.WARNING
+    prefilter = ("Tensor(",)
+    probe = "alias"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                return torch.Tensor(2, 3)
+            """,
+            "sizes, not a tensor",
+        ),
+        Valid(
+            """
+            import torch
+            def f(values: list[float]):
+                return torch.FloatTensor(values)
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def keep(x: torch.Tensor):
+                saved = torch.Tensor(x)
+                x.add_(1)
+                return saved
+            """,
+            line=3,
+            fix="""
+            import torch
+            def keep(x: torch.Tensor):
+                saved = x.detach().clone()
+                x.add_(1)
+                return saved
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.zeros(3)
+                return torch.FloatTensor(w)
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f():
+                w = torch.zeros(3)
+                return w.detach().clone()
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        from reviewer import torchapi
+
+        for event in flow.of(Call):
+            if not event.is_any(torchapi.LEGACY_CONSTRUCTORS) or len(event.call.args) != 1:
+                continue
+            arg = event.call.args[0]
+            if arg.keyword is not None or arg.star or not event.args or not event.args[0].is_tensor:
+                continue
+            ctor = next(q for q in event.qualnames if q in torchapi.LEGACY_CONSTRUCTORS).replace("torch.", "", 1)
+            what = code_of(arg.value)
+            message = (
+                f"`torch.{ctor}({what})` does not copy: it returns an alias of `{what}` that shares "
+                f"its memory, version counter and graph, so in-place writes through either name "
+                f"change both (and a different dtype raises TypeError). Use `{what}.detach().clone()` "
+                f"for a copy, or `{what}` itself if sharing is meant."
+            )
+            yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))

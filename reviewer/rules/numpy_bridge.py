@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from reviewer.cstutil import call_method_name, chain, method, receiver_of
+from reviewer.findings import Category, Severity
+from reviewer.flow import Call, FunctionFlow, code_of
+from reviewer.rules.base import Hit, Invalid, Rule, Valid
+from reviewer.values import Device, Tri, Value
+
+
+class NumpyOnGradOrGpuTensor(Rule):
+    """
+    ## What it does
+    Finds `.numpy()` (and `np.asarray(t)` / `np.array(t)`) on a tensor that requires grad
+    or that may live on a GPU, without `.detach()` / `.cpu()` first.
+
+    ## Why is this bad?
+    It fails at run time: on a tensor attached to the graph with "RuntimeError: Can't call
+    numpy() on Tensor that requires grad", and on a CUDA tensor with "TypeError: can't
+    convert cuda:0 device type tensor to numpy". Code that only ever ran on CPU under
+    `no_grad` breaks the day it trains or moves to a GPU.
+
+    ## Example
+    ```python
+    def predict(model, x):
+        out = model(x)
+        return out.numpy()
+    ```
+
+    ## Use instead
+    ```python
+    def predict(model, x):
+        out = model(x)
+        return out.detach().cpu().numpy()
+    ```
+
+    ## Fix safety
+    Safe: `.detach().cpu().numpy()` gives the same array wherever the original works
+    (on a CPU tensor `.cpu()` returns the tensor itself, so the array still shares its
+    memory, as `.numpy()` did).
+    """
+
+    code = "RC321"
+    name = "numpy-on-grad-or-gpu-tensor"
+    category = Category.NUMPY_BRIDGE
+    severity = Severity.ERROR
+    prefilter = ("numpy(", "np.array(", "np.asarray(", "numpy.asarray(", "numpy.array(")
+    probe = "raises"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x.detach().cpu().numpy()
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f(model, x):
+                model.eval()
+                with torch.no_grad():
+                    out = model(x.cpu())
+                return out.numpy()
+            """,
+            "computed under no_grad on the CPU",
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                t = torch.zeros(3)
+                return t.numpy()
+            """,
+            "a CPU tensor that needs no grad",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x):
+                return x.numpy()
+            """,
+            "nothing is known about x",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                return (w * 2).numpy()
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                return (w * 2).detach().cpu().numpy()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor, device):
+                y = x.to(device) * 2
+                return y.cpu().numpy() + y.numpy()
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f(x: torch.Tensor, device):
+                y = x.to(device) * 2
+                return y.cpu().numpy() + y.detach().cpu().numpy()
+            """,
+            note="y.cpu().numpy() is fine for the device; y may still require grad, but nothing says so",
+        ),
+        Invalid(
+            """
+            import numpy as np
+            import torch
+            def f():
+                layer = torch.nn.Linear(2, 2)
+                out = layer(torch.ones(1, 2))
+                return np.asarray(out)
+            """,
+            line=6,
+            fix="""
+            import numpy as np
+            import torch
+            def f():
+                layer = torch.nn.Linear(2, 2)
+                out = layer(torch.ones(1, 2))
+                return np.asarray(out.detach().cpu())
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            if event.method == "numpy" and event.receiver is not None and event.receiver.is_tensor:
+                if any(a.keyword is not None and a.keyword.value == "force" for a in event.call.args):
+                    continue
+                problem = _problem(event.receiver, code_of(receiver_of(event.call)))
+                if problem:
+                    yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)))
+            elif event.is_any(("numpy.asarray", "numpy.array", "numpy.asanyarray")) and event.args and event.args[0].is_tensor:
+                arg = event.call.args[0].value
+                problem = _problem(event.args[0], code_of(arg))
+                if problem:
+                    yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")))
+
+
+def _problem(value: Value, what: str) -> str:
+    reasons = []
+    if value.grad is Tri.YES:
+        origin = f" ({value.origin})" if value.origin and value.origin != f"`{what}`" else ""
+        reasons.append(f"`{what}` requires grad{origin}, so the conversion raises \"Can't call numpy() on Tensor that requires grad\"")
+    if value.device is Device.CUDA:
+        reasons.append(f"`{what}` is on the GPU, where the conversion raises TypeError")
+    elif value.device is Device.MAYBE_CUDA:
+        reasons.append(f"`{what}` may be on a GPU (it was moved to a device chosen at run time), where the conversion raises TypeError")
+    if not reasons:
+        return ""
+    return "; ".join(reasons) + ". Convert with `.detach().cpu().numpy()`."
+
+
+def _base(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """Strip trailing .cpu() / .detach() calls: they are put back in the canonical order."""
+    while isinstance(expr, cst.Call) and call_method_name(expr) in ("cpu", "detach") and not expr.args:
+        expr = receiver_of(expr)
+    return expr
+
+
+def _fixed_numpy(call: cst.Call) -> cst.Call:
+    return method(chain(_base(receiver_of(call)), "detach", "cpu"), "numpy")

@@ -1,0 +1,134 @@
+"""Abstract values of the per-function dataflow model.
+
+A `Value` says what the analysis knows about what a name holds at one point: is it a
+tensor, is it attached to the autograd graph, where may it live, which storages it may
+share memory with, and how it came to share them. Anything not known is said to be
+unknown (`Tri.MAYBE`, `Device.UNKNOWN`, `Kind.UNKNOWN`) rather than guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+
+
+class Tri(Enum):
+    NO = 0
+    MAYBE = 1
+    YES = 2
+
+    def join(self, other: Tri) -> Tri:
+        return self if self is other else Tri.MAYBE
+
+    def either(self, other: Tri) -> Tri:
+        """Logical or: attached if any input is attached."""
+        if Tri.YES in (self, other):
+            return Tri.YES
+        if Tri.MAYBE in (self, other):
+            return Tri.MAYBE
+        return Tri.NO
+
+
+class Kind(Enum):
+    TENSOR = "tensor"
+    PARAMETER_LIST = "parameters"  # model.parameters(), list(model.parameters())
+    STATE_DICT = "state_dict"  # model.state_dict(), optimizer.state_dict()
+    MODULE = "module"
+    OPTIMIZER = "optimizer"
+    NDARRAY = "ndarray"
+    LIST = "list"
+    DICT = "dict"
+    TUPLE = "tuple"
+    SCALAR = "scalar"  # Python numbers, .item() results
+    DEVICE = "device"
+    NONE = "none"
+    OTHER = "other"  # known not to be any of the above (a string, a class, a function)
+    UNKNOWN = "unknown"
+
+
+class Device(Enum):
+    CPU = "cpu"
+    CUDA = "cuda"
+    MAYBE_CUDA = "maybe-cuda"  # moved to a device chosen at run time, which may be a GPU
+    UNKNOWN = "unknown"
+
+    def join(self, other: Device) -> Device:
+        if self is other:
+            return self
+        if Device.CUDA in (self, other) or Device.MAYBE_CUDA in (self, other):
+            return Device.MAYBE_CUDA
+        return Device.UNKNOWN
+
+    @property
+    def may_be_gpu(self) -> bool:
+        return self in (Device.CUDA, Device.MAYBE_CUDA)
+
+
+@dataclass(frozen=True)
+class Value:
+    kind: Kind = Kind.UNKNOWN
+    # Attached to the autograd graph: requires grad (a leaf) or computed from one in grad mode.
+    grad: Tri = Tri.MAYBE
+    # A leaf that requires grad: a parameter, or a tensor made with requires_grad=True.
+    leaf: bool = False
+    device: Device = Device.UNKNOWN
+    dtype: str | None = None
+    # Storage identities this value may share memory with. A fresh tensor has one of its own.
+    roots: frozenset[str] = frozenset()
+    # Whether sharing memory with `roots` is certain (False: only possible, e.g. reshape).
+    certain: bool = True
+    # How the value came to share its roots' memory: "" (it is the original), "view",
+    # "detach", "data", "numpy", "from_numpy", "as_tensor", "to", "alias", "state_dict".
+    via: str = ""
+    # A new temporary that nothing else refers to (the result of an op, not a name).
+    fresh: bool = False
+    # Elements for tuples and lists built from known values (for unpacking).
+    items: tuple[Value, ...] | None = None
+    # What a container holds (a state_dict's tensors, a parameter list's parameters).
+    element: Value | None = None
+    # For modules: whether it owns parameters (nn.ReLU() does not, nn.Linear does).
+    has_params: Tri = Tri.MAYBE
+    # Where it came from, for messages: "torch.sigmoid(...) at line 4".
+    origin: str = ""
+    line: int = 0
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind is Kind.TENSOR
+
+    @property
+    def attached(self) -> bool:
+        return self.grad is Tri.YES
+
+    def join(self, other: Value) -> Value:
+        """What is known of a name that holds `self` on one path and `other` on another."""
+        if self == other:
+            return self
+        kind = self.kind if self.kind is other.kind else Kind.UNKNOWN
+        items = self.items if self.items == other.items else None
+        element = self.element if self.element == other.element else None
+        return Value(
+            kind=kind,
+            grad=self.grad.join(other.grad),
+            leaf=self.leaf and other.leaf,
+            device=self.device.join(other.device),
+            dtype=self.dtype if self.dtype == other.dtype else None,
+            roots=self.roots | other.roots,
+            certain=self.certain and other.certain and self.roots == other.roots,
+            via=self.via if self.via == other.via else "",
+            fresh=False,
+            items=items,
+            element=element,
+            has_params=self.has_params.join(other.has_params),
+            origin=self.origin if self.origin == other.origin else "",
+            line=self.line if self.line == other.line else 0,
+        )
+
+    def but(self, **changes: object) -> Value:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+UNKNOWN = Value()
+NONE = Value(kind=Kind.NONE, grad=Tri.NO)
+SCALAR = Value(kind=Kind.SCALAR, grad=Tri.NO)
+OTHER = Value(kind=Kind.OTHER, grad=Tri.NO)
