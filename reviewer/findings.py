@@ -96,6 +96,9 @@ class Finding:
     # the JSON contract; used for fingerprints and for the sandbox to locate the code.
     code: str = ""
     column: int = 1
+    # Python source that builds inputs and calls the reviewed function (from the LLM's
+    # answer or a rule's recipe); the sandbox synthesises one when empty. Not in the JSON.
+    probe: str = ""
 
     def with_verification(self, verification: Verification) -> Finding:
         return replace(self, verification=verification)
