@@ -103,17 +103,20 @@ def read_inside(root: Path, rel: str) -> bytes | None:
 
 @dataclass(frozen=True)
 class RevisionSource:
+    """Blobs at a commit, through git's persistent `cat-file --batch` process (one lookup
+    per file, no tree walking in Python)."""
+
     repo: git.Repo
     commit: str
 
     def read(self, change: Change) -> bytes | None:
+        if change.symlink or change.submodule or "\n" in change.path:
+            return None  # cat-file --batch reads one name per line
         try:
-            blob = self.repo.commit(self.commit).tree / change.path
-        except (KeyError, ValueError, git.GitError):
+            _, kind, _, data = self.repo.git.get_object_data(f"{self.commit}:{change.path}")
+        except (ValueError, git.GitError):
             return None
-        if blob.type != "blob" or oct(blob.mode).endswith("120000"):
-            return None
-        return blob.data_stream.read()
+        return data if kind == b"blob" else None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from reviewer.parsed import ParsedFile, Scope, _dotted, _statement_bodies
 from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 MAX_LOOP_NESTING_REPLAYED = 3
+_MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 
 
 # ----------------------------------------------------------------------------- events
@@ -163,9 +164,7 @@ class FunctionFlow:
     def after(self, event: Event) -> Iterator[Event]:
         """Events that may run after `event`: later ones, and in a loop, the whole loop again."""
         for other in self.events:
-            if other.index > event.index:
-                yield other
-            elif other.index < event.index and set(other.loops) & set(event.loops):
+            if other.index > event.index or (other.index < event.index and set(other.loops) & set(event.loops)):
                 yield other
 
     def later(self, event: Event) -> Iterator[Event]:
@@ -193,7 +192,7 @@ class _Interpreter:
         self.scope = scope
         self.flow = FunctionFlow(file=file, scope=scope, in_module_class=module_class)
         self.state: State = dict(class_attrs or {})
-        self.scopes: tuple[cst.CSTNode, ...] = tuple(scope.parents) + (scope.node,) if scope else ()
+        self.scopes: tuple[cst.CSTNode, ...] = (*scope.parents, scope.node) if scope else ()
         self.no_grad = 0
         self.silent = 0
         self.loop_stack: list[int] = []
@@ -202,6 +201,9 @@ class _Interpreter:
         self.fresh_ids = itertools.count(1)
         self.backward_names: set[str] = set()
         self.module_class = module_class
+        self.class_methods: set[str] = set()
+        if scope is not None and scope.class_node is not None:
+            self.class_methods = {s.name.value for s in scope.class_node.body.body if isinstance(s, cst.FunctionDef)}
 
     # ----------------------------------------------------------------- helpers
 
@@ -355,7 +357,7 @@ class _Interpreter:
         elif isinstance(stmt, cst.If):
             self.ev(stmt.test)
             before = dict(self.state)
-            self.block(stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else stmt.body.body)
+            self.block(stmt.body.body)
             after_body = self.state
             self.state = dict(before)
             if stmt.orelse is not None:
@@ -367,7 +369,7 @@ class _Interpreter:
             self.loop(stmt)
         elif isinstance(stmt, cst.With):
             self.with_block(stmt)
-        elif isinstance(stmt, cst.Try) or isinstance(stmt, cst.TryStar):
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
             before = dict(self.state)
             self.block(stmt.body.body)
             after = self.state
@@ -661,7 +663,7 @@ class _Interpreter:
             return OTHER if attr in ("shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn", "is_cuda", "layout") else UNKNOWN
         if base.kind is Kind.MODULE:
             if attr in ("weight", "bias"):
-                return Value(kind=Kind.TENSOR, grad=Tri.YES if not self.no_grad else Tri.YES, leaf=True, device=base.device, roots=frozenset(f"{r}.{attr}" for r in base.roots), origin=f"`{_code(node)}`")
+                return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=frozenset(f"{r}.{attr}" for r in base.roots), origin=f"`{_code(node)}`")
             if key.startswith("self.") and self.module_class:
                 return Value(kind=Kind.UNKNOWN, roots=frozenset((key,)))
         if base.kind is Kind.OPTIMIZER and attr == "param_groups":
@@ -704,9 +706,9 @@ class _Interpreter:
         if Kind.TENSOR in (left.kind, right.kind):
             op = _code(node.operator).strip()
             if op in ("*", "/", "@"):
-                if right.attached or right.grad is Tri.MAYBE and right.kind is Kind.TENSOR:
+                if right.attached or (right.grad is Tri.MAYBE and right.kind is Kind.TENSOR):
                     self.save(left, node, f"`{op}`")
-                if left.attached or left.grad is Tri.MAYBE and left.kind is Kind.TENSOR:
+                if left.attached or (left.grad is Tri.MAYBE and left.kind is Kind.TENSOR):
                     self.save(right, node, f"`{op}`")
             elif op == "**" and left.kind is Kind.TENSOR and left.grad is not Tri.NO:
                 self.save(left, node, "`**`")
@@ -747,7 +749,7 @@ class _Interpreter:
         method: str | None = None
         callee = UNKNOWN
         if not quals:
-            if isinstance(func, cst.Attribute):
+            if isinstance(func, cst.Attribute) and not self.is_attribute_value(func):
                 method = func.attr.value
                 receiver = self.ev(func.value)
             else:
@@ -765,8 +767,17 @@ class _Interpreter:
             result = self.value_call(node, func, callee, args, dict(kwargs))
         if not result.origin and result.kind is not Kind.UNKNOWN:
             result = result.but(origin=f"`{_short(node)}`")
-        self.emit(Call, node, qualnames=quals, method=method, receiver=receiver, receiver_node=func.value if isinstance(func, cst.Attribute) and method else None, args=args, kwargs=kwargs, result=result)
+        receiver_node = func.value if isinstance(func, cst.Attribute) and method else None
+        self.emit(Call, node, qualnames=quals, method=method, receiver=receiver, receiver_node=receiver_node, args=args, kwargs=kwargs, result=result)
         return result
+
+    def is_attribute_value(self, func: cst.Attribute) -> bool:
+        """`self.fc(x)` calls the submodule held in `self.fc`, not a method named fc."""
+        key = _dotted(func)
+        if key and key in self.state:
+            return True
+        attr = func.attr.value
+        return key.startswith("self.") and self.module_class and attr not in _MODULE_METHODS and attr not in self.class_methods
 
     def function_call(self, node: cst.Call, quals: tuple[str, ...], args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
         qual = next((q for q in quals if q.startswith(("torch", "numpy", "copy"))), quals[0])
@@ -785,7 +796,7 @@ class _Interpreter:
                 device = Device.CPU if first.kind is Kind.NDARRAY else first.device
                 if kwargs.get("device") is not None:
                     device = self.device_of(kwargs["device"])
-                return Value(kind=Kind.TENSOR, grad=first.grad if first.kind is Kind.TENSOR else Tri.NO, device=device, roots=first.roots, certain=certain and via != "as_tensor" or certain, via=via, origin=f"`{_short(node)}`")
+                return Value(kind=Kind.TENSOR, grad=first.grad if first.kind is Kind.TENSOR else Tri.NO, device=device, roots=first.roots, certain=certain, via=via, origin=f"`{_short(node)}`")
             return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU if qual == "torch.from_numpy" else Device.UNKNOWN, roots=self.new_root(node), fresh=True)
         if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             rg = kwargs.get("requires_grad")
@@ -807,7 +818,7 @@ class _Interpreter:
             return first.but(via=first.via or "view", fresh=False, leaf=False, certain=short not in api.MAYBE_VIEW_METHODS, origin=f"`{_short(node)}`")
         if qual.startswith("torch.") and short in api.VIEW_TUPLE_METHODS and first.kind is Kind.TENSOR:
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=first.but(via=first.via or "view", fresh=False, leaf=False))
-        if qual.startswith("torch.") and any(a.kind is Kind.TENSOR for a in args) or qual.startswith("torch.nn.functional."):
+        if (qual.startswith("torch.") and any(a.kind is Kind.TENSOR for a in args)) or qual.startswith("torch.nn.functional."):
             return self.tensor_function(node, qual, short, args, kwargs)
         if qual.startswith("numpy."):
             if short in ("asarray", "asanyarray") and first.kind in (Kind.TENSOR, Kind.NDARRAY):
@@ -984,7 +995,8 @@ class _Interpreter:
                 self.state[key] = updated
             return updated
         if method == "load_state_dict":
-            self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.NO), target_node=node.func.value if isinstance(node.func, cst.Attribute) else node, op="load_state_dict", source=args[0] if args else None)
+            target_node = node.func.value if isinstance(node.func, cst.Attribute) else node
+            self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.NO), target_node=target_node, op="load_state_dict", source=args[0] if args else None)
             return UNKNOWN
         if method == "forward":
             return self.value_call(node, node.func, recv, args, kwargs)
@@ -1101,7 +1113,7 @@ class _Interpreter:
                     target_device, target_dtype = value.device, value.dtype
                 elif value.kind is Kind.UNKNOWN:
                     target_device = Device.MAYBE_CUDA
-        same_device = target_device is None or target_device is recv.device and target_device in (Device.CPU, Device.CUDA)
+        same_device = target_device is None or (target_device is recv.device and target_device in (Device.CPU, Device.CUDA))
         differs_device = target_device is not None and {target_device, recv.device} == {Device.CPU, Device.CUDA}
         same_dtype = target_dtype is None or target_dtype == recv.dtype
         differs_dtype = target_dtype is not None and recv.dtype is not None and target_dtype != recv.dtype
@@ -1280,13 +1292,12 @@ def is_module_class(file: ParsedFile, cls: cst.ClassDef, seen: frozenset[str] = 
         dotted = _dotted(base.value)
         rest = dotted.partition(".")[2]
         full = tuple(f"{q}.{rest}" if rest else q for q in quals)
-        if any(q.startswith("torch.nn") or q in ("torch.nn.Module",) for q in full):
+        if any(q.startswith("torch.nn") for q in full):
             return True
         if dotted and dotted not in seen:
-            for scope in file.scopes:
-                if scope.kind == "class" and scope.name == dotted and isinstance(scope.node, cst.ClassDef):
-                    if is_module_class(file, scope.node, seen | {dotted}):
-                        return True
+            local = [s.node for s in file.scopes if s.kind == "class" and s.name == dotted and isinstance(s.node, cst.ClassDef)]
+            if any(is_module_class(file, node, seen | {dotted}) for node in local):
+                return True
     return False
 
 

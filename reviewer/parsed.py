@@ -109,9 +109,7 @@ def _statement_bodies(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for child in node.children:
         if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
             yield from child.body
-        elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
-            yield from _statement_bodies(child)
-        elif isinstance(child, cst.MatchCase):
+        elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
             yield from _statement_bodies(child)
 
 
@@ -153,13 +151,13 @@ class Scope:
     kind: str  # function | method | class
     name: str
     qualname: str
-    node: cst.FunctionDef | cst.ClassDef
+    node: cst.FunctionDef | cst.ClassDef = field(repr=False, compare=False)
     start: int
     end: int
     # Line of the `def`/`class` keyword (decorators come before it).
     header: int
-    parents: tuple[cst.CSTNode, ...] = ()
-    class_node: cst.ClassDef | None = None
+    parents: tuple[cst.CSTNode, ...] = field(default=(), repr=False, compare=False)
+    class_node: cst.ClassDef | None = field(default=None, repr=False, compare=False)
 
     def contains(self, line: int) -> bool:
         return self.start <= line <= self.end

@@ -8,12 +8,12 @@ them, tensor hunks are kept.
 from __future__ import annotations
 
 import fnmatch
+import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-import multiprocessing
 
 from reviewer.changes import Change, ChangeSet
 from reviewer.engine import FileJob, FileResult, review_file
@@ -145,7 +145,7 @@ def run_static(changeset: ChangeSet, plan: Plan) -> StaticResult:
     return out
 
 
-def review(changeset: ChangeSet, plan: Plan, llm_stage=None, sandbox_stage=None) -> Report:  # noqa: ANN001
+def review(changeset: ChangeSet, plan: Plan, llm_stage=None, sandbox_stage=None) -> Report:
     """The whole review. The LLM and sandbox stages are callables that take the report so
     far and return the next one; either may be None (offline, --no-sandbox)."""
     started = time.perf_counter()

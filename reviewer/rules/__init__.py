@@ -11,7 +11,7 @@ from functools import cache
 from reviewer.findings import Category
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
 
-__all__ = ["Hit", "Invalid", "Rule", "Valid", "all_rules", "select_rules", "rule_by_code"]
+__all__ = ["Hit", "Invalid", "Rule", "Valid", "all_rules", "rule_by_code", "select_rules"]
 
 
 @cache

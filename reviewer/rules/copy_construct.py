@@ -47,7 +47,7 @@ class CopyConstructFromTensor(Rule):
     name = "copy-construct-from-tensor"
     category = Category.COPY_CONSTRUCT
     severity = Severity.WARNING
-    prefilter = ("tensor(",)
+    prefilter = ("tensor",)
     probe = "warning"
 
     VALID = (
@@ -172,9 +172,7 @@ class CopyConstructFromTensor(Rule):
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if len(positional) != 1 or any(a.star for a in call.args):
             return None
-        if event.is_any(("torch.tensor",)):
-            value = event.args[0]
-        elif event.method == "new_tensor" and event.receiver is not None and event.receiver.is_tensor:
+        if event.is_any(("torch.tensor",)) or (event.method == "new_tensor" and event.receiver is not None and event.receiver.is_tensor):
             value = event.args[0]
         else:
             return None
@@ -249,7 +247,7 @@ class LegacyConstructorAlias(Rule):
     name = "legacy-constructor-alias"
     category = Category.COPY_CONSTRUCT
     severity = Severity.WARNING
-    prefilter = ("Tensor(",)
+    prefilter = ("Tensor",)
     probe = "alias"
 
     VALID = (

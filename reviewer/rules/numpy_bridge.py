@@ -47,7 +47,7 @@ class NumpyOnGradOrGpuTensor(Rule):
     name = "numpy-on-grad-or-gpu-tensor"
     category = Category.NUMPY_BRIDGE
     severity = Severity.ERROR
-    prefilter = ("numpy(", "np.array(", "np.asarray(", "numpy.asarray(", "numpy.array(")
+    prefilter = ("numpy", "asarray", "array(")
     probe = "raises"
 
     VALID = (

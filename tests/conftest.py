@@ -1,0 +1,106 @@
+"""Shared fixtures: real git repositories in temporary folders, and the real CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+import pytest
+
+from reviewer.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.out)
+
+
+class Repo:
+    """A throwaway git repository with helpers to write files and commit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.git = git.Repo.init(path, initial_branch="main")
+        with self.git.config_writer() as cfg:
+            cfg.set_value("user", "name", "Test")
+            cfg.set_value("user", "email", "test@example.com")
+            cfg.set_value("commit", "gpgsign", "false")
+
+    def write(self, rel: str, content: str | bytes, dedent: bool = True) -> Path:
+        target = self.path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(textwrap.dedent(content).lstrip("\n") if dedent else content, encoding="utf-8", newline="")
+        return target
+
+    def commit(self, message: str = "change", add: bool = True) -> str:
+        if add:
+            self.git.git.add("-A")
+        self.git.git.commit("-m", message, "--allow-empty")
+        return self.git.head.commit.hexsha
+
+    def snapshot(self) -> dict[str, str]:
+        """A hash of every file, .git included: the repository must stay byte-for-byte the same."""
+        out = {}
+        for path in sorted(self.path.rglob("*")):
+            if path.is_file():
+                out[str(path.relative_to(self.path))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return out
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    return Repo(tmp_path / "repo")
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
+    """The CLI in-process (fast), with the environment the user would have."""
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd = os.getcwd()
+    old_env = dict(os.environ)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.pop("OPENAI_API_KEY", None)
+        if env:
+            os.environ.update(env)
+        code = main(list(args), stdout=out, stderr=err)
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str, cwd: Path | None = None, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
+    """The CLI as a real process, as a user or CI runs it."""
+    full_env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    full_env["PYTHONPATH"] = str(ROOT)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([sys.executable, "-m", "reviewer", *args], cwd=cwd, input=stdin, capture_output=True, env=full_env, timeout=300)
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+@pytest.fixture
+def cli() -> Iterator:
+    yield run_cli
