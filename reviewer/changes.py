@@ -325,8 +325,9 @@ def build_changeset(req: Request, stdin: BinaryIO | None = None) -> ChangeSet:
         return _from_diff_file(req, stdin)
     if req.all and not req.base and not req.head and req.repo is None:
         repo = find_repo(Path.cwd())
-        outside = [p for p in req.paths if repo is None or not _inside(Path(p), Path(repo.working_tree_dir or "."))]
-        if repo is None or (req.paths and len(outside) == len(req.paths)):
+        if repo is None or (req.paths and any(_outside_git(repo, Path(p)) for p in req.paths)):
+            # Folders git does not know (outside any repository, or ignored like an installed
+            # package in a virtual environment) are walked as they are.
             return _plain_directories(req.paths or (".",))
     repo = open_repo(req.repo)
     if req.base or req.head:
@@ -334,11 +335,18 @@ def build_changeset(req: Request, stdin: BinaryIO | None = None) -> ChangeSet:
     return _from_working_tree(repo, req)
 
 
-def _inside(path: Path, root: Path) -> bool:
+def _outside_git(repo: git.Repo, path: Path) -> bool:
+    root = Path(repo.working_tree_dir or ".").resolve()
     try:
-        path.resolve().relative_to(root.resolve())
-        return True
+        rel = path.resolve().relative_to(root)
     except ValueError:
+        return True
+    if str(rel) == ".":
+        return False
+    try:
+        repo.git.execute(["git", *_GIT_CONFIG, "check-ignore", "-q", "--", rel.as_posix()], env=_GIT_ENV)
+        return True
+    except git.GitCommandError:
         return False
 
 

@@ -306,10 +306,15 @@ class _Interpreter:
 
     def annotation_kind(self, ann: cst.BaseExpression) -> Kind:
         if isinstance(ann, cst.Subscript):
-            return Kind.UNKNOWN
+            head = _dotted(ann.value).rsplit(".", 1)[-1]
+            inner = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+            if head == "Optional" and len(inner) == 1:
+                return self.annotation_kind(inner[0])
+            if head == "Union":
+                return _union([self.annotation_kind(x) for x in inner])
+            return Kind.OTHER if head in ("list", "List", "tuple", "Tuple", "dict", "Dict", "Sequence", "Iterable", "Mapping") else Kind.UNKNOWN
         if isinstance(ann, cst.BinaryOperation):  # Tensor | None
-            left, right = self.annotation_kind(ann.left), self.annotation_kind(ann.right)
-            return left if right in (Kind.NONE, Kind.UNKNOWN) and left is not Kind.UNKNOWN else Kind.UNKNOWN
+            return _union([self.annotation_kind(ann.left), self.annotation_kind(ann.right)])
         if isinstance(ann, cst.Name) and ann.value == "None":
             return Kind.NONE
         quals = self.qualnames(ann) or ((_dotted(ann),) if isinstance(ann, (cst.Name, cst.Attribute)) else ())
@@ -357,9 +362,11 @@ class _Interpreter:
         elif isinstance(stmt, cst.If):
             self.ev(stmt.test)
             before = dict(self.state)
+            when_true, when_false = self.narrowing(stmt.test)
+            self.state.update(when_true)
             self.block(stmt.body.body)
             after_body = self.state
-            self.state = dict(before)
+            self.state = {**before, **when_false}
             if stmt.orelse is not None:
                 self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(_statement_bodies(stmt.orelse)))
             self.state = _join_states(after_body, self.state)
@@ -395,6 +402,26 @@ class _Interpreter:
             self.state = _join_states(before, merged or before)
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             self.state[stmt.name.value] = OTHER
+
+    def narrowing(self, test: cst.BaseExpression) -> tuple[State, State]:
+        """What `isinstance(x, torch.Tensor)`-style tests say about names in each branch."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            when_true, when_false = self.narrowing(test.expression)
+            return when_false, when_true
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            left, _ = self.narrowing(test.left)
+            right, _ = self.narrowing(test.right)
+            return {**left, **right}, {}
+        subject, kinds = _type_test(test)
+        key = _dotted(subject) if subject is not None else ""
+        if not key or not kinds:
+            return {}, {}
+        current = self.state.get(key, UNKNOWN)
+        is_tensor = any(q in _TENSOR_TYPES for node in kinds for q in (self.qualnames(node) or (_dotted(node),)))
+        if is_tensor:
+            as_tensor = current if current.kind is Kind.TENSOR else current.but(kind=Kind.TENSOR, roots=current.roots or frozenset((f"arg:{key}",)))
+            return {key: as_tensor}, {key: current.but(kind=Kind.OTHER, grad=Tri.NO) if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
+        return {key: current.but(kind=Kind.OTHER, grad=Tri.NO)}, {}
 
     def with_block(self, stmt: cst.With) -> None:
         grad_change = 0
@@ -582,7 +609,14 @@ class _Interpreter:
             return self.ev(node.left).join(self.ev(node.right))
         if isinstance(node, cst.IfExp):
             self.ev(node.test)
-            return self.ev(node.body).join(self.ev(node.orelse))
+            before = dict(self.state)
+            when_true, when_false = self.narrowing(node.test)
+            self.state.update(when_true)
+            body = self.ev(node.body)
+            self.state = {**before, **when_false}
+            orelse = self.ev(node.orelse)
+            self.state = before
+            return body.join(orelse)
         if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
             items = tuple(self.ev(el.value) for el in node.elements)
             kind = Kind.TUPLE if isinstance(node, cst.Tuple) else Kind.LIST
@@ -818,8 +852,14 @@ class _Interpreter:
             return first.but(via=first.via or "view", fresh=False, leaf=False, certain=short not in api.MAYBE_VIEW_METHODS, origin=f"`{_short(node)}`")
         if qual.startswith("torch.") and short in api.VIEW_TUPLE_METHODS and first.kind is Kind.TENSOR:
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=first.but(via=first.via or "view", fresh=False, leaf=False))
-        if (qual.startswith("torch.") and any(a.kind is Kind.TENSOR for a in args)) or qual.startswith("torch.nn.functional."):
-            return self.tensor_function(node, qual, short, args, kwargs)
+        if qual.startswith("torch.nn.functional.") or (qual.count(".") == 1 and qual.startswith("torch.")):
+            returns = api.function_returns(short) if qual.count(".") == 1 else "tensor"
+            if returns == "tensor" or (returns == "tuple" and short in api.VIEW_TUPLE_METHODS):
+                return self.tensor_function(node, qual, short, args, kwargs)
+            if returns == "tuple":
+                element = self.tensor_function(node, qual, short, args, kwargs).but(fresh=False)
+                return Value(kind=Kind.TUPLE, grad=Tri.NO, element=element, roots=self.new_root(node, "list"), fresh=True)
+            return OTHER if returns == "other" else UNKNOWN
         if qual.startswith("numpy."):
             if short in ("asarray", "asanyarray") and first.kind in (Kind.TENSOR, Kind.NDARRAY):
                 return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=first.roots, certain=False, via="numpy", device=Device.CPU)
@@ -906,8 +946,14 @@ class _Interpreter:
             if callee.via == "inplace" and first.kind is Kind.TENSOR:
                 self.emit(Write, node, target=first, target_node=node.args[0].value, op=f"{_code(func)}(...) with inplace=True", source=None)
                 return first
-            has_params = callee.has_params if callee.kind is Kind.MODULE else Tri.MAYBE
-            grad = self.grad_of(*args) if has_params is Tri.NO else Tri.NO if self.no_grad else Tri.YES if has_params is Tri.YES else self.grad_of(*args).either(Tri.MAYBE)
+            # A known module owns parameters unless it is one of the parameterless ones.
+            has_params = (Tri.YES if callee.has_params is Tri.MAYBE else callee.has_params) if callee.kind is Kind.MODULE else Tri.MAYBE
+            if has_params is Tri.NO:
+                grad = self.grad_of(*args)
+            elif self.no_grad:
+                grad = Tri.NO
+            else:
+                grad = Tri.YES if has_params is Tri.YES else self.grad_of(*args).either(Tri.MAYBE)
             result = self.tensor(node, *args, grad=grad, origin=f"the output of `{_short(node)}`")
             return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device) if callee.device.may_be_gpu else result
         if name in ("float", "int", "bool", "len", "str", "repr", "print", "isinstance", "hasattr", "round", "abs") and not (name == "abs" and first.kind is Kind.TENSOR):
@@ -1083,10 +1129,15 @@ class _Interpreter:
             return SCALAR
         if method in ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"):
             return self.tensor(node, recv, grad=Tri.NO if method.startswith("new_") else None, origin=origin)
-        if not known:
+        returns = api.method_returns(method)
+        if not known or returns == "unknown":
             return UNKNOWN
+        if returns == "other":
+            return OTHER
         self.note_saves(node, method, recv, args[0] if args else UNKNOWN)
         result = self.tensor(node, recv, *args, *kwargs.values(), origin=origin)
+        if returns == "tuple":
+            return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=self.new_root(node, "list"), fresh=True)
         if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
             self.save(result, node, f"`.{method}()`")
         return result
@@ -1198,6 +1249,29 @@ def _usage_evidence(node: cst.CSTNode) -> _Evidence:
 
 
 # -------------------------------------------------------------------- small helpers
+
+
+_TENSOR_TYPES = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor"))
+
+
+def _union(kinds: list[Kind]) -> Kind:
+    """Tensor | None is a tensor (when given); Tensor | list[int] is unknown."""
+    real = {k for k in kinds if k is not Kind.NONE}
+    return real.pop() if len(real) == 1 else Kind.UNKNOWN
+
+
+def _type_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, list[cst.BaseExpression]]:
+    """`isinstance(x, T)` / `isinstance(x, (A, B))` / `type(x) is T` -> (x, [types])."""
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(test.args) == 2:
+        types = test.args[1].value
+        if isinstance(types, cst.Tuple):
+            return test.args[0].value, [el.value for el in types.elements]
+        return test.args[0].value, [types]
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, (cst.Is, cst.Equal)):
+        left = test.left
+        if isinstance(left, cst.Call) and isinstance(left.func, cst.Name) and left.func.value == "type" and len(left.args) == 1:
+            return left.args[0].value, [test.comparisons[0].comparator]
+    return None, []
 
 
 def _join_all(values: Iterable[Value]) -> Value:

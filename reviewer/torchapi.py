@@ -4,6 +4,10 @@ shared/notes/torch-sandbox.md for the measured semantics)."""
 
 from __future__ import annotations
 
+import json
+from functools import cache
+from pathlib import Path
+
 # Functions that create a new tensor from scratch (fresh storage).
 FACTORIES = frozenset(
     f"torch.{name}"
@@ -170,3 +174,19 @@ DTYPE_CONSTANTS = {
     }.items()
     for alias in aliases
 }
+
+
+@cache
+def _table() -> dict:
+    return json.loads((Path(__file__).parent / "data" / "torch_api.json").read_text())
+
+
+def method_returns(name: str) -> str:
+    """'tensor', 'tuple', 'other', or 'unknown' for a torch.Tensor method (from aten schemas)."""
+    table = _table()["tensor_methods"]
+    return next((kind for kind in ("tensor", "tuple", "other") if name in table[kind]), "unknown")
+
+
+def function_returns(name: str) -> str:
+    table = _table()["torch_functions"]
+    return next((kind for kind in ("tensor", "tuple", "other") if name in table[kind]), "unknown")
