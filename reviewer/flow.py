@@ -21,6 +21,8 @@ from reviewer.parsed import ParsedFile, Scope, _dotted, _statement_bodies
 from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 MAX_LOOP_NESTING_REPLAYED = 3
+# The storage root written by an optimizer.step() whose parameters are not known.
+ANY_PARAMS = "params:*"
 _MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 
 
@@ -34,6 +36,8 @@ class Event:
     loops: tuple[int, ...]
     no_grad: bool
     index: int
+    # The simple statement being run (an Expr, Assign, AugAssign, Return...), for fixes.
+    stmt: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,7 @@ class _Interpreter:
         self.fresh_ids = itertools.count(1)
         self.backward_names: set[str] = set()
         self.module_class = module_class
+        self.current: cst.CSTNode | None = None
         self.class_methods: set[str] = set()
         if scope is not None and scope.class_node is not None:
             self.class_methods = {s.name.value for s in scope.class_node.body.body if isinstance(s, cst.FunctionDef)}
@@ -213,7 +218,7 @@ class _Interpreter:
     def emit(self, cls: type[Event], node: cst.CSTNode, **fields: object) -> None:
         if self.silent:
             return
-        event = cls(node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counter), **fields)  # type: ignore[call-arg]
+        event = cls(node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counter), stmt=self.current, **fields)  # type: ignore[call-arg]
         self.flow.events.append(event)
 
     def new_root(self, node: cst.CSTNode, what: str = "t") -> frozenset[str]:
@@ -356,6 +361,8 @@ class _Interpreter:
             self.statement(stmt)
 
     def statement(self, stmt: cst.CSTNode) -> None:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            self.current = stmt
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 self.small(small)
@@ -483,6 +490,7 @@ class _Interpreter:
         return UNKNOWN
 
     def small(self, small: cst.BaseSmallStatement) -> None:
+        self.current = small
         if isinstance(small, cst.Expr):
             self.ev(small.value)
         elif isinstance(small, cst.Assign):
@@ -990,8 +998,9 @@ class _Interpreter:
             return self.module_method(node, recv, method, args, kwargs)
         if recv.kind is Kind.OPTIMIZER:
             if method == "step":
-                if recv.roots:
-                    self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=recv.roots, grad=Tri.YES, leaf=True), target_node=recv_node, op="optimizer.step()", source=None)
+                # An optimizer whose parameters are unknown may update any module's parameters.
+                roots = recv.roots if recv.roots and not any(r.startswith("params:?") for r in recv.roots) else frozenset((ANY_PARAMS,))
+                self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.YES, leaf=True), target_node=recv_node, op="optimizer.step()", source=None)
                 return NONE
             if method == "state_dict":
                 return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=self.new_root(node, "optstate"), element=Value(kind=Kind.UNKNOWN), via="state_dict", origin=f"`{_short(node)}`")
