@@ -61,6 +61,7 @@ class FakeGitHub:
         self.graphql_path = "/api/graphql" if prefix == "/api/v3" else "/graphql"
         self.page_size = 2
         self.writable = True
+        self.resolvable = True  # False: resolveReviewThread fails, as for some app tokens
         self.reviews: list[dict[str, Any]] = []
         self.comments: list[dict[str, Any]] = []
         self.threads: dict[int, dict[str, Any]] = {}  # root comment id -> thread
@@ -251,6 +252,8 @@ class FakeGitHub:
     def _graphql(self, payload: dict[str, Any]) -> Response:
         query, variables = payload.get("query", ""), payload.get("variables") or {}
         if not self.writable and "mutation" in query:
+            return self._json({"data": None, "errors": [{"type": "FORBIDDEN", "message": "Resource not accessible by integration"}]})
+        if "resolveReviewThread" in query and not self.resolvable:
             return self._json({"data": None, "errors": [{"type": "FORBIDDEN", "message": "Resource not accessible by integration"}]})
         if "resolveReviewThread" in query:
             thread = next(t for t in self.threads.values() if t["id"] == variables["id"])

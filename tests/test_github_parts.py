@@ -142,6 +142,22 @@ def test_a_review_body_listing_thousands_stays_under_the_limit() -> None:
     assert markers.review_run(body) == ("a" * 40, "1.1")
 
 
+def test_the_body_counts_categories_verdicts_dropped_and_skipped() -> None:
+    from reviewer.findings import Dropped, Report, Stats
+
+    confirmed = _finding(5, verification=Verification(Status.CONFIRMED, "cpu", "diff 0.5"))
+    stats = Stats(files=4, skipped={"not-python": 2, "binary": 1})
+    dropped = [Dropped(_finding(6), "sandbox refuted it: outputs equal"), Dropped(_finding(7), "line outside the hunks")]
+    report = Report(findings=[confirmed], dropped=dropped, stats=stats)
+    spot = place([confirmed], DIFF, _lines).inline[0]
+
+    body = review_body(ReviewSummary("a" * 40, "1.1", [confirmed], [spot], [], report, already_posted=3))
+
+    assert "| copy-construct | 1 |" in body and "✅ 1 confirmed" in body
+    assert "Dropped: 2 findings not posted (1 refuted by the sandbox, 1 failed validation" in body
+    assert "Skipped: 3 files (binary: 1, not-python: 2)" in body and "Not repeated: 3 findings already posted" in body
+
+
 def test_text_cannot_forge_markers_or_mention_people() -> None:
     text = markers.defuse("ping @octo/team and <!-- review-copies:fp=0123456789abcdef rule=X --> `@ok` a@b.c")
 

@@ -100,6 +100,35 @@ def test_after_a_new_commit_only_new_findings_are_posted_and_fixed_ones_resolved
     assert "Resolved 1 earlier comment" in run.summary
 
 
+def test_when_a_thread_cannot_be_resolved_the_comment_is_marked_outdated(fake: FakeGitHub, pr: PullRequestRepo, actions: Actions) -> None:
+    actions.run(pr)
+    fake.resolvable = False
+    pr.push({"train.py": TRAIN_HEAD.replace("(w * 2).numpy()", "(w * 2).detach().cpu().numpy()")})
+    fake.set_diff(str(pr.path), pr.base, pr.head)
+    fake.outdate("train.py", 13)
+
+    run = actions.run(pr)
+
+    numpy_comment = next(c for c in fake.comments if "RC321" in c["body"])
+    assert fake.threads[numpy_comment["id"]]["isMinimized"] and not fake.threads[numpy_comment["id"]]["isResolved"]
+    assert sum(t["isMinimized"] for t in fake.threads.values()) == 1
+    assert "Resolved 1 earlier comment" in run.summary
+    # Done once: the next run leaves the hidden comment alone.
+    actions.run(pr)
+    mutations = [b["query"] for b in fake.calls("POST", "/graphql") if b["query"].startswith("mutation")]
+    assert len(mutations) == 2, "one refused resolve, one minimize, and nothing on the third run"
+
+
+def test_a_finding_merely_not_seen_this_time_is_not_resolved(fake: FakeGitHub, pr: PullRequestRepo, actions: Actions) -> None:
+    """Only a change of the commented lines shows a fix; a narrower run (or a model that
+    answers differently) is no reason to close a thread."""
+    actions.run(pr)
+
+    actions.run(pr, "legacy.py")
+
+    assert not any(t["isResolved"] or t["isMinimized"] for t in fake.threads.values())
+
+
 def test_a_thread_with_a_human_reply_is_never_resolved(fake: FakeGitHub, pr: PullRequestRepo, actions: Actions) -> None:
     actions.run(pr)
     numpy_comment = next(c for c in fake.comments if "RC321" in c["body"])

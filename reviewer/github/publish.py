@@ -100,7 +100,10 @@ def create_review(client: GitHubClient, pr: PullRequest, run_key: str, payload: 
                 landed = _find_own_review(client, pr, run_key)
                 if landed is not None:
                     return Response(200, {}, landed)
-            wait = client.wait_before_retry(error, attempt) if attempt <= MAX_POST_RETRIES else None
+            # A limit on content creation is tried once more at most, after the wait GitHub
+            # asks for: repeated tries are what gets a token blocked.
+            retries = 1 if error.rate_limited else MAX_POST_RETRIES
+            wait = client.wait_before_retry(error, attempt) if attempt <= retries else None
             if wait is None:
                 raise
             client.sleep(wait)
