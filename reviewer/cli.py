@@ -125,6 +125,13 @@ def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     changeset = build_changeset(settings.request)
     report, rules = review_changeset(settings, changeset, stderr)
     write_report(settings, report, rules, changeset.description, stdout)
+    if os.environ.get("GITHUB_OUTPUT"):
+        # Inside a GitHub Actions step: the finding counts become the step's outputs.
+        from reviewer.github.runner import step_outputs, write_outputs
+
+        problem = write_outputs(os.environ["GITHUB_OUTPUT"], step_outputs(report))
+        if problem:
+            stderr.write(f"{PROG}: warning: {problem}\n")
     return exit_status(report, settings.fail_on)
 
 
