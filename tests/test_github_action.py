@@ -13,13 +13,13 @@ from pathlib import Path
 import git
 import pytest
 import yaml
-from github_fake import FakeGitHub
-from github_repo import REPOSITORY, make_pull_request, write_event
 
 from reviewer.cli import build_parser
 from reviewer.findings import Report
 from reviewer.github.__main__ import build_parser as post_parser
 from reviewer.github.runner import step_outputs
+from tests.github_fake import FakeGitHub
+from tests.github_repo import REPOSITORY, make_pull_request, write_event
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "github.md"

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from github_fake import FakeGitHub
-from github_repo import TRAIN_HEAD, Actions, PullRequestRepo, commit, fingerprint, make_pull_request
+
+from tests.github_fake import FakeGitHub
+from tests.github_repo import TRAIN_HEAD, Actions, PullRequestRepo, commit, fingerprint, make_pull_request
 
 RC301_FP = fingerprint("train.py", "RC301", "    y = torch.tensor(\n        x\n    )")
 RC321_FP = fingerprint("train.py", "RC321", "    return (w * 2).numpy()")

@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from github_fake import FakeGitHub
-from github_repo import FIXTURES, REPOSITORY, PullRequestRepo, fingerprint, make_pull_request
 
 from reviewer.cli import main as review_main
 from reviewer.github.__main__ import main as post_main
+from tests.github_fake import FakeGitHub
+from tests.github_repo import FIXTURES, REPOSITORY, PullRequestRepo, fingerprint, make_pull_request
 
 FORK = "mallory/torchproj"
 

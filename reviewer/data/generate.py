@@ -17,9 +17,16 @@ from pathlib import Path
 OUT = Path(__file__).with_name("torch_api.json")
 # Not aten ops, or aten schemas that say less than the Python API does.
 _EXTRA = {
-    "tensor": ["T", "H", "mT", "mH", "bfloat16", "bool", "byte", "char", "double", "float", "half", "int", "long", "short", "cdouble", "cfloat", "new", "new_tensor", "to_sparse_coo", "as_subclass", "xpu", "ipu", "mtia"],
+    "tensor": (
+        "T H mT mH bfloat16 bool byte char double float half int long short cdouble cfloat new new_tensor "
+        "to_sparse_coo as_subclass xpu ipu mtia"
+    ).split(),
     "tuple": ["unique", "lu"],
-    "other": ["data_ptr", "const_data_ptr", "dim_order", "dtype", "grad_fn", "itemsize", "layout", "name", "nbytes", "ndim", "ndimension", "nelement", "numpy", "register_hook", "register_post_accumulate_grad_hook", "shape", "share_memory_", "storage", "storage_type", "tolist", "type", "untyped_storage", "is_shared", "apply_", "map_", "map2_"],
+    "other": (
+        "data_ptr const_data_ptr dim_order dtype grad_fn itemsize layout name nbytes ndim ndimension nelement numpy "
+        "register_hook register_post_accumulate_grad_hook shape share_memory_ storage storage_type tolist type "
+        "untyped_storage is_shared apply_ map_ map2_"
+    ).split(),
 }
 
 
