@@ -38,6 +38,8 @@ class Event:
     index: int
     # The simple statement being run (an Expr, Assign, AugAssign, Return...), for fixes.
     stmt: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
+    # The statement line holding it (for fixes that wrap the whole line).
+    line_node: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,9 @@ class Saved:
     op: str
     index: int
     loops: tuple[int, ...]
+    # Whether the graph that saved it is surely attached (a parameter or requires_grad input).
+    attached: bool = False
+    in_forward: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,6 +211,7 @@ class _Interpreter:
         self.backward_names: set[str] = set()
         self.module_class = module_class
         self.current: cst.CSTNode | None = None
+        self.current_line: cst.CSTNode | None = None
         self.class_methods: set[str] = set()
         if scope is not None and scope.class_node is not None:
             self.class_methods = {s.name.value for s in scope.class_node.body.body if isinstance(s, cst.FunctionDef)}
@@ -218,7 +224,7 @@ class _Interpreter:
     def emit(self, cls: type[Event], node: cst.CSTNode, **fields: object) -> None:
         if self.silent:
             return
-        event = cls(node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counter), stmt=self.current, **fields)  # type: ignore[call-arg]
+        event = cls(node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counter), stmt=self.current, line_node=self.current_line, **fields)  # type: ignore[call-arg]
         self.flow.events.append(event)
 
     def new_root(self, node: cst.CSTNode, what: str = "t") -> frozenset[str]:
@@ -266,10 +272,11 @@ class _Interpreter:
             self.flow.values[node] = value
         return value
 
-    def save(self, value: Value, node: cst.CSTNode, op: str) -> None:
+    def save(self, value: Value, node: cst.CSTNode, op: str, attached: bool = False) -> None:
         if self.silent or self.no_grad or value.kind is not Kind.TENSOR:
             return
-        self.flow.saved.append(Saved(value.roots, self.line(node), op, next(self.counter), tuple(self.loop_stack)))
+        in_forward = self.module_class and self.scope is not None and self.scope.name == "forward"
+        self.flow.saved.append(Saved(value.roots, self.line(node), op, next(self.counter), tuple(self.loop_stack), attached, in_forward))
 
     # ------------------------------------------------------------- parameters
 
@@ -361,6 +368,7 @@ class _Interpreter:
             self.statement(stmt)
 
     def statement(self, stmt: cst.CSTNode) -> None:
+        self.current_line = stmt
         if not isinstance(stmt, cst.SimpleStatementLine):
             self.current = stmt
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -749,11 +757,11 @@ class _Interpreter:
             op = _code(node.operator).strip()
             if op in ("*", "/", "@"):
                 if right.attached or (right.grad is Tri.MAYBE and right.kind is Kind.TENSOR):
-                    self.save(left, node, f"`{op}`")
+                    self.save(left, node, f"`{op}`", right.attached)
                 if left.attached or (left.grad is Tri.MAYBE and left.kind is Kind.TENSOR):
-                    self.save(right, node, f"`{op}`")
+                    self.save(right, node, f"`{op}`", left.attached)
             elif op == "**" and left.kind is Kind.TENSOR and left.grad is not Tri.NO:
-                self.save(left, node, "`**`")
+                self.save(left, node, "`**`", left.attached)
             return self.tensor(node, left, right, origin=f"`{_code(node)}`")
         if left.kind is Kind.NDARRAY or right.kind is Kind.NDARRAY:
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=self.new_root(node, "np"), fresh=True)
@@ -933,19 +941,19 @@ class _Interpreter:
         self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
         result = self.tensor(node, *tensors, *kwargs.values(), origin=f"`{_short(node)}`")
         if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            self.save(result, node, f"`{short}`")
+            self.save(result, node, f"`{short}`", result.attached)
         return result
 
     def note_saves(self, node: cst.CSTNode, short: str, first: Value, second: Value) -> None:
         if self.no_grad:
             return
         if short in api.SAVES_INPUTS and first.kind is Kind.TENSOR and first.grad is not Tri.NO:
-            self.save(first, node, f"`{short}`")
+            self.save(first, node, f"`{short}`", first.attached)
         if short in api.SAVES_OTHER_OPERAND:
             if second.kind is Kind.TENSOR and second.grad is not Tri.NO:
-                self.save(first, node, f"`{short}`")
+                self.save(first, node, f"`{short}`", second.attached)
             if first.kind is Kind.TENSOR and first.grad is not Tri.NO:
-                self.save(second, node, f"`{short}`")
+                self.save(second, node, f"`{short}`", first.attached)
 
     def value_call(self, node: cst.Call, func: cst.BaseExpression, callee: Value, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
         name = func.value if isinstance(func, cst.Name) else ""
@@ -1148,7 +1156,7 @@ class _Interpreter:
         if returns == "tuple":
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=self.new_root(node, "list"), fresh=True)
         if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            self.save(result, node, f"`.{method}()`")
+            self.save(result, node, f"`.{method}()`", result.attached)
         return result
 
     def conversion(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], origin: str) -> Value:

@@ -1,0 +1,150 @@
+"""Questions rules ask of a function's dataflow: who else holds this storage, is it read
+after the write, does it survive the loop, is it backpropagated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import libcst as cst
+
+from reviewer.flow import ANY_PARAMS, Backward, Bind, Call, Event, FunctionFlow, Loop, Return, Store, Use, Write
+from reviewer.parsed import _dotted
+from reviewer.values import Kind, Value
+
+# Parameters a function is expected to write into.
+OUTPUT_PARAMETER_NAMES = frozenset(
+    "out output outputs buf buffer buffers dst dest destination result results acc accumulator accum target_buffer cache state memory".split()
+)
+# Functions whose job is to mutate their arguments.
+MUTATING_FUNCTION_PREFIXES = ("init", "_init", "reset", "_reset", "update", "_update", "apply", "fill", "zero", "clip", "clamp", "copy", "load", "set_", "_set", "inplace", "mutate", "add_to", "accumulate")
+
+
+def overlaps(a: Iterable[str], b: Iterable[str]) -> bool:
+    left, right = set(a), set(b)
+    if left & right:
+        return True
+    # A write to "any module's parameters" reaches every parameter root.
+    return (ANY_PARAMS in left and any(r.startswith("params") for r in right)) or (ANY_PARAMS in right and any(r.startswith("params") for r in left))
+
+
+def name_of(node: cst.CSTNode | None) -> str:
+    if node is None:
+        return ""
+    if isinstance(node, cst.Subscript):
+        return name_of(node.value)
+    return _dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else ""
+
+
+def last_bind(flow: FunctionFlow, name: str, before: int) -> Bind | None:
+    found = None
+    for event in flow.events:
+        if event.index >= before:
+            break
+        if isinstance(event, Bind) and event.name == name:
+            found = event
+    return found
+
+
+def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], exclude: str) -> dict[str, Value]:
+    """Names other than `exclude` that hold (part of) `roots` when `event` runs."""
+    holders: dict[str, Value] = {}
+    for name, value in flow.params.items():
+        if name != exclude and value.roots & roots:
+            holders[name] = value
+    for e in flow.events:
+        if e.index >= event.index:
+            break
+        if isinstance(e, Bind) and e.name != exclude:
+            if e.value.roots & roots and e.value.kind in (Kind.TENSOR, Kind.NDARRAY):
+                holders[e.name] = e.value
+            else:
+                holders.pop(e.name, None)
+    return holders
+
+
+def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[str]) -> list[Use]:
+    """Reads of `name` that may run after `event` and still see those roots."""
+    return [u for u in flow.after(event) if isinstance(u, Use) and u.name == name and u.value.roots & roots and u.node is not getattr(event, "target_node", None)]
+
+
+def loop_of(flow: FunctionFlow, event: Event) -> Loop | None:
+    return flow.loops.get(event.loops[-1]) if event.loops else None
+
+
+def outermost_loop(flow: FunctionFlow, event: Event) -> Loop | None:
+    return flow.loops.get(event.loops[0]) if event.loops else None
+
+
+def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:
+    """Does `name` hold a value from before the loop (an accumulator, a list, self.x)?"""
+    if name in flow.params or name.startswith("self."):
+        return True
+    return any(isinstance(e, Bind) and e.name == name and e.line < loop.start for e in flow.events) or _bound_before_by_line(flow, name, loop)
+
+
+def _bound_before_by_line(flow: FunctionFlow, name: str, loop: Loop) -> bool:
+    return any(isinstance(e, (Bind, Use)) and e.name == name and e.line < loop.start for e in flow.events)
+
+
+def used_after_loop(flow: FunctionFlow, name: str, loop: Loop) -> bool:
+    return name.startswith("self.") or any(isinstance(e, Use) and e.name == name and e.line > loop.end for e in flow.events) or returned(flow, name)
+
+
+def returned(flow: FunctionFlow, name: str) -> bool:
+    for e in flow.of(Return):
+        if e.value_node is not None and name in _names(e.value_node):
+            return True
+    return False
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            key = _dotted(n)
+            if key:
+                found.add(key)
+
+    node.visit(_V())
+    return found
+
+
+def backpropagated(flow: FunctionFlow, roots: frozenset[str], after: int = -1) -> bool:
+    return any(isinstance(e, Backward) and e.index > after and e.value.roots & roots for e in flow.events)
+
+
+def backward_between(flow: FunctionFlow, start: int, end: int) -> bool:
+    return any(isinstance(e, Backward) and start < e.index < end for e in flow.events)
+
+
+def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:
+    return (e for e in flow.of(Write) if overlaps(e.target.roots, roots))
+
+
+def calls_with(flow: FunctionFlow, name: str) -> Iterator[Call]:
+    """Calls of unknown functions that take `name` as an argument (they may change it)."""
+    for e in flow.of(Call):
+        if e.qualnames or e.method:
+            continue
+        for arg in e.call.args:
+            if name_of(arg.value) == name:
+                yield e
+
+
+def is_mutating_function(flow: FunctionFlow) -> bool:
+    if flow.scope is None:
+        return False
+    name = flow.scope.name
+    return name.endswith("_") or name.startswith(MUTATING_FUNCTION_PREFIXES)
+
+
+def returns_something(flow: FunctionFlow) -> bool:
+    return any(e.value.kind is not Kind.NONE and e.value_node is not None for e in flow.of(Return))
+
+
+def stores_of(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Store]:
+    return (e for e in flow.of(Store) if e.value.roots & roots)
