@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -107,13 +108,23 @@ def _short(text: object, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words: the `message` of its error object, else the client's text."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"].strip():
+        return body["message"]
+    return re.sub(r"^Error code: \d+ - ", "", exc.message)
+
+
 def describe(exc: Exception, opts: LLMOptions) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return f"no answer within {opts.timeout:g} s"
     if isinstance(exc, openai.APIConnectionError):
         return f"cannot connect to {opts.endpoint}"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_short(exc.message)}"
+        return f"HTTP {exc.status_code}: {_short(server_message(exc))}"
     return _short(exc)
 
 
@@ -191,7 +202,7 @@ class ModelClient:
 
     def _adapt(self, used: Shape, exc: openai.APIStatusError) -> bool:
         """Phrase requests more modestly after a 400/422 that says why; False when nothing is left to try."""
-        text = f"{exc.message} {exc.body}".lower()
+        text = f"{server_message(exc)} {exc.body}".lower()
         if "context" in text and any(word in text for word in ("length", "too long", "maximum", "exceed")):
             return False
         if used.token_param == "max_tokens" and "max_tokens" in text and ("max_completion_tokens" in text or "unsupported" in text):

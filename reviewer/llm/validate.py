@@ -167,7 +167,7 @@ def check_fix(fix: Mapping[str, Any], placed: Placed, text: str) -> Suggestion |
     try:
         cst.parse_module(fixed)
     except cst.ParserSyntaxError as exc:
-        return f"the fix does not parse (line {exc.raw_line}: {exc.message.splitlines()[0] if exc.message else 'syntax error'})"
+        return f"the fix does not parse (the file fails at line {exc.raw_line}, column {exc.raw_column})"
     return fixes.line_suggestion(text, fixed)
 
 
