@@ -11,7 +11,9 @@ from llm_fake import FakeOpenAI, answer, by_file, completion, llm_config, make_r
 
 from reviewer.engine import FileJob, review_file
 from reviewer.findings import Category
+from reviewer.llm.context import focus
 from reviewer.llm.prompts import FileBlock, answer_schema, load_book, render_system, render_user, used_imports
+from reviewer.llm.validate import Shown, check_finding
 from reviewer.rules import all_rules, rule_by_code
 
 INJECTION = '''import torch
@@ -138,3 +140,33 @@ def test_an_injection_in_the_reviewed_code_changes_nothing_the_model_is_told_or_
     assert "'/etc/passwd' is not one of the files shown" in reasons
     assert "line 1 is outside the hunks shown" in reasons
     assert "outside the finding's lines 9-9" in reasons
+
+
+def _long_function(changed_at: int) -> tuple[str, set[int]]:
+    body = [f"    step{n} = weights * {n}" for n in range(1, 80)]
+    body[changed_at] = "    kept = buffer.detach()"
+    body[70] = "    buffer.add_(1)"
+    return "import torch\n\n\ndef train(weights, buffer):\n" + "\n".join(body) + "\n    return kept\n", {5 + changed_at}
+
+
+def test_a_long_function_is_shown_around_its_changed_lines_and_where_their_names_recur() -> None:
+    text, changed = _long_function(10)
+    block = _block("pkg/long.py", text, changed)
+    user = _user(FileBlock(block.path, tuple(focus(h) for h in block.hunks), block.static))
+    assert ">15|     kept = buffer.detach()" in user
+    assert " 75|     buffer.add_(1)" in user, "a later write to the same tensor must stay in view"
+    assert "  4| def train(weights, buffer):" in user
+    assert "lines not shown)" in user
+    assert " 45|     step40 = weights * 40" not in user
+
+
+def test_a_finding_on_a_line_that_was_not_shown_is_dropped() -> None:
+    text, changed = _long_function(10)
+    hunk = focus(_block("pkg/long.py", text, changed).hunks[0])
+    shown = Shown((hunk,), {"pkg/long.py": text}, frozenset(Category))
+    raw = {"path": "pkg/long.py", "line": 45, "category": "alias-mutation", "severity": "warning", "message": "m", "code": None}
+    result = check_finding(raw, shown)
+    assert not hasattr(result, "rule") and "not all among the lines shown" in result.reason
+    # Quoting a hidden line does not help either.
+    result = check_finding({**raw, "line": 15, "code": "    step40 = weights * 40"}, shown)
+    assert "the quoted code is not in the hunk" in result.reason

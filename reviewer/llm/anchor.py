@@ -66,10 +66,17 @@ def _matches(hunk: TensorHunk, quote: Sequence[str]) -> list[tuple[int, int]]:
     texts = [t for _, t in hunk.lines]
     out = []
     for i in range(len(texts) - len(quote) + 1):
+        if numbers[i + len(quote) - 1] - numbers[i] != len(quote) - 1:
+            continue  # the quote would span lines that were not shown
         levels = [_level(texts[i + j], quote[j], len(quote) == 1) for j in range(len(quote))]
         if all(level is not None for level in levels):
             out.append((numbers[i], max(level for level in levels if level is not None)))
     return out
+
+
+def _shown(hunk: TensorHunk, first: int, last: int) -> bool:
+    numbers = {n for n, _ in hunk.lines}
+    return all(n in numbers for n in range(first, last + 1))
 
 
 def _span(hunks: Sequence[TensorHunk]) -> str:
@@ -84,9 +91,9 @@ def place(line: int, end_line: int, code: str | None, hunks: Sequence[TensorHunk
     quote = quote_lines(code)
     if not quote:
         last = max(line, end_line)
-        inside = next((h for h in around if last <= h.end), None)
+        inside = next((h for h in around if _shown(h, line, last)), None)
         if inside is None:
-            return f"lines {line}-{last} run past the hunk shown (lines {_span(around)})"
+            return f"lines {line}-{last} are not all among the lines shown (hunk lines {_span(around)})"
         return Placed(line, last, inside, 0)
     candidates = [(abs(start - line), level, start, h) for h in around for start, level in _matches(h, quote)]
     if not candidates:

@@ -193,9 +193,15 @@ def used_imports(hunks: Sequence[TensorHunk]) -> list[tuple[int, str]]:
         statements[-1].append((number, text))
     kept = []
     for statement in statements:
-        names = {w for _, text in statement for w in _IDENTIFIER.findall(text)} - _IMPORT_WORDS
-        if names & words:
+        used = [(n, text) for n, text in statement if (set(_IDENTIFIER.findall(text)) - _IMPORT_WORDS) & words]
+        if not used:
+            continue
+        if len(statement) == 1:
             kept.extend(statement)
+            continue
+        # A parenthesised import: its first and last line, and only the names the hunks use.
+        lines = dict([statement[0], *used, statement[-1]])
+        kept.extend(sorted(lines.items()))
     return kept
 
 
@@ -229,8 +235,22 @@ def render_file(book: PromptBook, block: FileBlock) -> str:
 
 
 def _numbered(hunk: TensorHunk, width: int) -> str:
+    """The hunk's lines as shown, with a marker where lines were left out (reviewer.llm.context)."""
     changed = set(hunk.changed)
-    return "\n".join(f"{'>' if n in changed else ' '}{n:>{width}}| {text}" for n, text in hunk.lines)
+    out = []
+    expected = hunk.start
+    for n, text in hunk.lines:
+        if n > expected:
+            out.append(_gap(n - expected, width))
+        out.append(f"{'>' if n in changed else ' '}{n:>{width}}| {text}")
+        expected = n + 1
+    if hunk.lines and expected <= hunk.end:
+        out.append(_gap(hunk.end - expected + 1, width))
+    return "\n".join(out)
+
+
+def _gap(count: int, width: int) -> str:
+    return f" {'…':>{width}}| ({count} line{'s' if count != 1 else ''} not shown)"
 
 
 def render_user(book: PromptBook, blocks: Sequence[FileBlock], categories: Sequence[Category], rules: Sequence[type[Rule]]) -> str:

@@ -15,6 +15,7 @@ from reviewer.hunks import TensorHunk
 from reviewer.llm import coverage
 from reviewer.llm.cache import AnswerCache, Cached, request_key
 from reviewer.llm.client import ModelClient, Prompt, RequestFailed, Unavailable
+from reviewer.llm.context import focus
 from reviewer.llm.merge import merge
 from reviewer.llm.options import LLMOptions
 from reviewer.llm.plan import Request, RequestPlan, plan_requests
@@ -79,7 +80,7 @@ class LLMStage:
         schema = answer_schema(book, self.categories)
         note = render_schema_note(book, schema)
         plan = plan_requests(
-            hunks,
+            [focus(h) for h in hunks],
             static,
             lambda blocks: render_user(book, blocks, self.categories, self.rules),
             # Servers that get the schema in the prompt pay for it: plan for the larger prompt.
