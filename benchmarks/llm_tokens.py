@@ -122,6 +122,7 @@ def corpus_cases(root: Path) -> Iterator[Case]:
         yield Case(single.relative_to(root).as_posix(), "corpus", {}, {single.name: single.read_text(encoding="utf-8")})
 
 
+_FENCED = re.compile(r"<<<BEGIN UNTRUSTED CODE (\w+)>>>.*?<<<END UNTRUSTED CODE \1>>>", re.DOTALL)
 _REMOVABLE = re.compile(r"\.(clone|detach)\(\)")
 _INPLACE_STATEMENT = re.compile(r"^(?P<indent>\s*)(?P<name>[A-Za-z_][\w.]*)\.(?P<op>add|mul|sub|div|copy|lerp|addcmul|addcdiv)_\(")
 _ASSIGNED = re.compile(r"^(?P<indent>\s*)(?P<name>[A-Za-z_]\w*)\s*=\s*\S")
@@ -222,9 +223,10 @@ def measure(case: Case, encoding: tiktoken.Encoding, stage: LLMStage) -> Measure
 
     system = count(prepared.system)
     users = [r.user for r in prepared.plan.requests]
-    ours_content = sum(count(u) for u in users)
+    # The code itself: what lies inside the untrusted-code fences.
+    ours_content = sum(count(m.group(0)) for u in users for m in _FENCED.finditer(u))
     baseline_content = count(diff) + sum(count(case.after[p]) for p in changed)
-    exact = system * len(users) + ours_content
+    exact = system * len(users) + sum(count(u) for u in users)
     estimated = sum(estimate_tokens(prepared.system) + estimate_tokens(u) for u in users)
     return Measured(
         name=case.name,
@@ -297,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{group}: {numbers['reviews']} reviews, {numbers['prompt_tokens_per_review']:.0f} prompt tokens per review against "
             f"{numbers['baseline_tokens_per_review']:.0f} for the baseline = {numbers['ratio_of_totals']:.1%} "
-            f"(median {numbers['median_ratio']:.1%}, worst {numbers['worst_ratio']:.1%}; code alone {numbers['content_ratio_of_totals']:.1%}); "
+            f"(median {numbers['median_ratio']:.1%}, worst {numbers['worst_ratio']:.1%}; code sent against diff and files: "
+            f"{numbers['content_ratio_of_totals']:.1%}); "
             f"{verdict} the {TARGET_RATIO:.0%} target; {numbers['hunks_left_out']:.0f} hunks left out; "
             f"estimate/exact >= {numbers['estimate_over_exact_min']:.2f}"
         )

@@ -228,3 +228,24 @@ def test_hunks_over_the_budget_are_listed_as_not_reviewed(tmp_path: Path, fake: 
     coverage = result.json["coverage"]
     assert coverage[0].startswith("LLM review (fake-model): 1 of 2 tensor hunks reviewed in 1 request")
     assert "over the review's token budget (llm-budget-tokens" in coverage[1] and "pkg/train.py lines 6-20" in coverage[1]
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_dropped_and_asked_again_next_time(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path)
+    cut = recorded("train_real_only.json")[:150]
+    fake.handler = lambda body, n: completion(cut, finish_reason="length")
+    first = run(repo, fake)
+    reasons = [d["reason"] for d in first.json["dropped"]]
+    assert len(reasons) == 2 and all("cut off at llm-max-output-tokens = 2000" in r for r in reasons)
+    run(repo, fake)
+    assert fake.count == 4, "an unusable answer was served from the cache"
+
+
+def test_an_unwritable_cache_costs_only_the_cache(tmp_path: Path, fake: FakeOpenAI, environment: Path) -> None:
+    repo = _repo(tmp_path)
+    environment.mkdir(parents=True)
+    (environment / "review-copies").write_text("a file where the cache folder should be")
+    fake.handler = by_file({"pkg/train.py": recorded("train_real_only.json")})
+    result = run(repo, fake)
+    assert "llm-stale-snapshot" in [f["rule"] for f in result.json["findings"]]
+    assert any("cannot be written" in n["message"] for n in result.json["notes"])

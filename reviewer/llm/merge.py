@@ -1,7 +1,7 @@
 """Merge the LLM's findings into the static ones: one problem, one finding.
 
 When the model reports what a rule already found (same file, same category, lines that
-overlap), the rule's finding stays (its id, source and fix, which the rule knows to be
+overlap), or the same thing twice, the first finding stays (its id, source and fix, which the rule knows to be
 safe or withholds on purpose) and keeps whichever message tells the author more about
 the code on those lines.
 """
@@ -45,7 +45,8 @@ def merge(static: Sequence[Finding], llm: Sequence[Finding]) -> Merged:
     out = list(static)
     merged = 0
     for finding in llm:
-        twin = next((i for i, s in enumerate(out) if s.source != "llm" and s.category is finding.category and _overlap(s, finding)), None)
+        # Against a rule's finding, or one the model gave already for an overlapping hunk.
+        twin = next((i for i, s in enumerate(out) if s.category is finding.category and _overlap(s, finding)), None)
         if twin is None:
             out.append(finding)
             continue

@@ -117,25 +117,40 @@ class LLMStage:
         outcome = Outcome(request)
         hit = self.cache.get(key)
         if hit is not None:
-            outcome.cached, content, cut_off = True, hit.content, False
+            outcome.cached = True
+            content, cut_off = hit.content, False
         else:
-            try:
-                completion = client.complete(Prompt(prepared.system, request.user, prepared.schema, prepared.schema_note))
-            except Unavailable as exc:
-                outcome.failure = f"the model was unavailable: {exc}"
+            answered = self._from_model(prepared, client, request, outcome)
+            if answered is None:
                 return outcome
-            except RequestFailed as exc:
-                outcome.failure = f"the request failed: {exc}"
-                return outcome
-            outcome.mode = completion.mode
-            outcome.estimated = completion.prompt_tokens is None or completion.completion_tokens is None
-            outcome.prompt_tokens = completion.prompt_tokens if completion.prompt_tokens is not None else request.tokens
-            outcome.completion_tokens = completion.completion_tokens if completion.completion_tokens is not None else estimate_tokens(completion.content)
-            if completion.refusal:
-                outcome.failure = f"the model refused to answer: {' '.join(completion.refusal.split())[:160]}"
-                return outcome
-            content, cut_off = completion.content, completion.finish_reason == "length"
-        shown = Shown(request.hunks, texts, frozenset(self.categories))
+            content, cut_off = answered
+        self._check(outcome, content, cut_off, Shown(request.hunks, texts, frozenset(self.categories)))
+        if outcome.failure is None and not outcome.cached:
+            self.cache.put(key, Cached(content, outcome.prompt_tokens, outcome.completion_tokens))
+        return outcome
+
+    def _from_model(self, prepared: Prepared, client: ModelClient, request: Request, outcome: Outcome) -> tuple[str, bool] | None:
+        """The answer's text and whether it was cut off; None (and the reason on the
+        outcome) when there is no answer to read."""
+        try:
+            completion = client.complete(Prompt(prepared.system, request.user, prepared.schema, prepared.schema_note))
+        except Unavailable as exc:
+            outcome.failure = f"the model was unavailable: {exc}"
+            return None
+        except RequestFailed as exc:
+            outcome.failure = f"the request failed: {exc}"
+            return None
+        outcome.mode = completion.mode
+        # Servers that report no usage are counted by the estimate, and the stats say so.
+        outcome.estimated = completion.prompt_tokens is None or completion.completion_tokens is None
+        outcome.prompt_tokens = request.tokens if completion.prompt_tokens is None else completion.prompt_tokens
+        outcome.completion_tokens = estimate_tokens(completion.content) if completion.completion_tokens is None else completion.completion_tokens
+        if completion.refusal:
+            outcome.failure = f"the model refused to answer: {' '.join(completion.refusal.split())[:160]}"
+            return None
+        return completion.content, completion.finish_reason == "length"
+
+    def _check(self, outcome: Outcome, content: str, cut_off: bool, shown: Shown) -> None:
         try:
             outcome.checked = check_answer(content, shown)
         except AnswerError as exc:
@@ -144,10 +159,6 @@ class LLMStage:
                 reason += f" (it was cut off at llm-max-output-tokens = {self.opts.max_output_tokens})"
             outcome.checked = Checked(dropped=unusable(shown, reason))
             outcome.failure = reason
-            return outcome
-        if not outcome.cached:
-            self.cache.put(key, Cached(content, outcome.prompt_tokens, outcome.completion_tokens))
-        return outcome
 
     # ------------------------------------------------------------------ results
 
