@@ -249,3 +249,10 @@ def test_an_unwritable_cache_costs_only_the_cache(tmp_path: Path, fake: FakeOpen
     result = run(repo, fake)
     assert "llm-stale-snapshot" in [f["rule"] for f in result.json["findings"]]
     assert any("cannot be written" in n["message"] for n in result.json["notes"])
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "markdown", "github"])
+def test_every_report_format_carries_the_coverage_line(tmp_path: Path, fake: FakeOpenAI, fmt: str) -> None:
+    repo = _repo(tmp_path)
+    result = review(repo, "--format", fmt, "--offline")
+    assert "LLM review: off (--offline); the static rules alone reviewed 2 tensor hunks" in result.stdout
