@@ -57,6 +57,7 @@ class AnswerCache:
         if path is None or self.problem is not None:
             return
         record = {"content": answer.content, "prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens}
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # Write beside the target and rename: a reader never sees half a file.
@@ -65,5 +66,7 @@ class AnswerCache:
                 json.dump(record, handle, ensure_ascii=False)
             os.replace(tmp, path)
         except OSError as exc:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
             with self._lock:
                 self.problem = self.problem or f"the LLM cache in {self.root} cannot be written ({exc.strerror or exc}); answers were not cached"

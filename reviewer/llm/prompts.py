@@ -45,9 +45,13 @@ class PromptBook:
     templates: dict[str, Template]
     guides: dict[Category, CategoryGuide]
     schema: dict[str, Any]
+    phrases: dict[str, Template]
 
     def render(self, name: str, **values: str | int) -> str:
         return self.templates[name].substitute(values)
+
+    def phrase(self, name: str, **values: str | int) -> str:
+        return self.phrases[name].substitute(values)
 
 
 _TEMPLATES = ("system", "user", "guidance", "category", "example_invalid", "example_valid", "file", "hunk", "schema_in_prompt")
@@ -70,7 +74,8 @@ def load_book() -> PromptBook:
             right=entry["right"].lstrip("\n"),
         )
     schema = json.loads(files.joinpath("answer.schema.json").read_text(encoding="utf-8"))
-    return PromptBook(templates=templates, guides=guides, schema=schema)
+    phrases = {k: Template(v) for k, v in tomllib.loads(files.joinpath("phrases.toml").read_text(encoding="utf-8")).items()}
+    return PromptBook(templates=templates, guides=guides, schema=schema, phrases=phrases)
 
 
 # --------------------------------------------------------------------------- system
@@ -205,16 +210,16 @@ def used_imports(hunks: Sequence[TensorHunk]) -> list[tuple[int, str]]:
     return kept
 
 
-def _static_lines(block: FileBlock) -> str:
+def _static_lines(book: PromptBook, block: FileBlock) -> str:
     if not block.static:
-        return "Static rules: nothing reported in this file.\n"
-    out = ["Static rules already reported in this file:"]
+        return book.phrase("static_none")
+    lines = []
     for f in block.static:
         message = " ".join(f.message.split())
         if len(message) > _STATIC_MESSAGE_CHARS:
             message = message[: _STATIC_MESSAGE_CHARS - 1] + "…"
-        out.append(f"- line {f.line}: {f.rule} {f.category_label}: {message}")
-    return "\n".join(out) + "\n"
+        lines.append(book.phrase("static_line", line=f.line, rule=f.rule, category=f.category_label, message=message))
+    return book.phrase("static_found", lines="\n".join(lines))
 
 
 def fence_id(text: str) -> str:
@@ -224,33 +229,32 @@ def fence_id(text: str) -> str:
 def render_file(book: PromptBook, block: FileBlock) -> str:
     imports = used_imports(block.hunks)
     width = len(str(max([h.end for h in block.hunks] + [n for n, _ in imports] + [1])))
-    imports_text = ""
-    if imports:
-        imports_text = "imports used:\n" + "\n".join(f" {n:>{width}}| {text}" for n, text in imports) + "\n"
+    imports_text = book.phrase("imports", lines="\n".join(f" {n:>{width}}| {text}" for n, text in imports)) if imports else ""
     hunks_text = "".join(
-        book.render("hunk", title=h.title, start=h.start, end=h.end, numbered=_numbered(h, width)) for h in block.hunks
+        book.render("hunk", title=h.title, start=h.start, end=h.end, numbered=_numbered(book, h, width)) for h in block.hunks
     )
     nonce = fence_id(json.dumps([block.path, imports_text, hunks_text]))
-    return book.render("file", nonce=nonce, path=json.dumps(block.path), imports=imports_text, hunks=hunks_text, static=_static_lines(block))
+    return book.render("file", nonce=nonce, path=json.dumps(block.path), imports=imports_text, hunks=hunks_text, static=_static_lines(book, block))
 
 
-def _numbered(hunk: TensorHunk, width: int) -> str:
+def _numbered(book: PromptBook, hunk: TensorHunk, width: int) -> str:
     """The hunk's lines as shown, with a marker where lines were left out (reviewer.llm.context)."""
     changed = set(hunk.changed)
     out = []
     expected = hunk.start
     for n, text in hunk.lines:
         if n > expected:
-            out.append(_gap(n - expected, width))
+            out.append(_gap(book, n - expected, width))
         out.append(f"{'>' if n in changed else ' '}{n:>{width}}| {text}")
         expected = n + 1
     if hunk.lines and expected <= hunk.end:
-        out.append(_gap(hunk.end - expected + 1, width))
+        out.append(_gap(book, hunk.end - expected + 1, width))
     return "\n".join(out)
 
 
-def _gap(count: int, width: int) -> str:
-    return f" {'…':>{width}}| ({count} line{'s' if count != 1 else ''} not shown)"
+def _gap(book: PromptBook, count: int, width: int) -> str:
+    lines = f"{count} line{'s' if count != 1 else ''}"
+    return f" {'…':>{width}}| {book.phrase('gap', count=lines)}"
 
 
 def render_user(book: PromptBook, blocks: Sequence[FileBlock], categories: Sequence[Category], rules: Sequence[type[Rule]]) -> str:
