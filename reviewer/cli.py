@@ -149,6 +149,10 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
         sandbox_stage = make_sandbox_stage(settings, stderr)
     plan = Plan(rules=rules, exclude=settings.exclude, want_hunks=llm_stage is not None)
     report = review(changeset, plan, llm_stage, sandbox_stage)
+    if llm_stage is None:
+        from reviewer.llm.coverage import offline_line
+
+        report.coverage.append(offline_line("no OPENAI_API_KEY" if settings.api_key is None else "--offline", report.stats.tensor_hunks))
     report.stats.extra.setdefault("llm", "offline" if settings.offline else settings.model)
     report.stats.extra.setdefault("sandbox", "on" if settings.sandbox else "off")
     return report, rules

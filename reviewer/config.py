@@ -35,10 +35,12 @@ _STR_KEYS = {"model": None, "base-url": None, "device": DEVICES, "fail-on": FAIL
 # Tuning of the LLM stage (token budget, concurrency, prices): see reviewer.llm.
 LLM_KEYS = {
     "llm-budget-tokens": int,
+    "llm-request-tokens": int,
     "llm-max-output-tokens": int,
     "llm-concurrency": int,
     "llm-timeout": (int, float),
     "llm-retries": int,
+    "llm-backoff": (int, float),
     "llm-cache-dir": str,
     "price-per-million-input": (int, float),
     "price-per-million-output": (int, float),

@@ -85,7 +85,9 @@ class Finding:
     path: str
     line: int
     end_line: int
-    category: Category
+    # None only in `dropped`, for LLM output that named no category of section 2 (or was
+    # not a finding at all, like an answer that is not JSON).
+    category: Category | None
     rule: str
     severity: Severity
     message: str
@@ -99,6 +101,10 @@ class Finding:
     # Python source that builds inputs and calls the reviewed function (from the LLM's
     # answer or a rule's recipe); the sandbox synthesises one when empty. Not in the JSON.
     probe: str = ""
+
+    @property
+    def category_label(self) -> str:
+        return self.category.value if self.category is not None else "no category"
 
     def with_verification(self, verification: Verification) -> Finding:
         return replace(self, verification=verification)
@@ -115,7 +121,7 @@ class Finding:
             "path": self.path,
             "line": self.line,
             "end_line": self.end_line,
-            "category": self.category.value,
+            "category": self.category.value if self.category is not None else None,
             "rule": self.rule,
             "severity": self.severity.value,
             "message": self.message,

@@ -37,5 +37,7 @@ def render(report: Report, ctx: RenderContext) -> str:
     for note in report.notes:
         props = f"file={escape_property(note.path)}," if note.path else ""
         lines.append(f"::notice {props}title=review-copies note::{escape_data(note.message)}")
+    for line in report.coverage:
+        lines.append(f"::notice title=review-copies coverage::{escape_data(line)}")
     lines.append(f"::notice title=review-copies::{escape_data(headline(report) + ' — ' + stats_line(report.stats))}")
     return "\n".join(lines) + "\n"

@@ -55,7 +55,7 @@ def render(report: Report, ctx: RenderContext) -> str:
             out += [finding_block(f), ""]
     if report.dropped:
         out += [f"<details><summary>{len(report.dropped)} not posted</summary>", ""]
-        out += [f"- `{d.finding.path}:{d.finding.line}` {d.finding.category.value}: {d.reason}" for d in report.dropped]
+        out += [f"- `{d.finding.path}:{d.finding.line}` {d.finding.category_label}: {d.reason}" for d in report.dropped]
         out += ["", "</details>", ""]
     if report.notes:
         out += ["**Notes**", ""] + [f"- {n}" for n in report.notes] + [""]

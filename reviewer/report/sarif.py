@@ -107,6 +107,7 @@ def as_dict(report: Report, ctx: RenderContext) -> dict[str, Any]:
                 },
                 "columnKind": "unicodeCodePoints",
                 "results": [_result(f, index[f.rule]) for f in report.findings],
+                "properties": {"coverage": list(report.coverage)},
             }
         ],
     }

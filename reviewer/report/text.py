@@ -63,7 +63,7 @@ def render(report: Report, ctx: RenderContext) -> str:
         out.append(paint(f"Not posted ({len(report.dropped)}):", "bold"))
         for d in report.dropped:
             f = d.finding
-            out.append(f"  {f.path}:{f.line}: {f.rule or f.category.value} {f.category.value}: {d.reason}")
+            out.append(f"  {f.path}:{f.line}: {f.rule or f.category_label} {f.category_label}: {d.reason}")
         out.append("")
     if report.notes:
         out.append(paint("Notes:", "bold"))

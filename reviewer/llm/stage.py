@@ -1,0 +1,220 @@
+"""The LLM stage of the pipeline: plan the requests, send them (bounded concurrency,
+cache first), check every answer, merge what survives with the static findings, and
+account for tokens, cost and coverage."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import IO
+
+from reviewer.findings import Category, Finding, Note, Report
+from reviewer.hunks import TensorHunk
+from reviewer.llm import coverage
+from reviewer.llm.cache import AnswerCache, Cached, request_key
+from reviewer.llm.client import ModelClient, Prompt, RequestFailed, Unavailable
+from reviewer.llm.context import focus
+from reviewer.llm.merge import merge
+from reviewer.llm.options import LLMOptions
+from reviewer.llm.plan import Request, RequestPlan, plan_requests
+from reviewer.llm.prompts import PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
+from reviewer.llm.tokens import estimate_tokens
+from reviewer.llm.validate import AnswerError, Checked, Shown, check_answer, unusable
+from reviewer.pipeline import StaticResult
+from reviewer.rules import Rule
+from reviewer.suppression import directives, is_suppressed
+
+PROG = "review-copies"
+
+
+@dataclass
+class Outcome:
+    request: Request
+    checked: Checked = field(default_factory=Checked)
+    failure: str | None = None  # why the request's hunks count as not reviewed
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False
+    mode: str | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What every request of one review shares."""
+
+    system: str
+    schema: dict
+    schema_note: str
+    plan: RequestPlan
+
+
+class LLMStage:
+    def __init__(self, opts: LLMOptions, rules: Sequence[type[Rule]], categories: Sequence[Category], stderr: IO[str]) -> None:
+        self.opts = opts
+        self.rules = tuple(rules)
+        self.categories = tuple(categories)
+        self.stderr = stderr
+        self.cache = AnswerCache(opts.cache_dir)
+
+    def __call__(self, report: Report, static: StaticResult) -> Report:
+        if not self.categories:
+            report.coverage.append(coverage.no_categories(self.opts.model))
+            return report
+        if not static.hunks:
+            report.coverage.append(coverage.nothing_to_send(self.opts.model))
+            return report
+        prepared = self.prepare(load_book(), static.hunks, [f for f in report.findings if f.source != "llm"])
+        client = ModelClient(self.opts)
+        outcomes = self._run(prepared, client, static.texts)
+        self._account(report, prepared.plan, outcomes, client)
+        self._merge(report, outcomes, static.texts)
+        return report
+
+    # ------------------------------------------------------------------ planning
+
+    def prepare(self, book: PromptBook, hunks: Sequence[TensorHunk], static: Sequence[Finding]) -> Prepared:
+        system = render_system(book, self.categories)
+        schema = answer_schema(book, self.categories)
+        note = render_schema_note(book, schema)
+        plan = plan_requests(
+            [focus(h) for h in hunks],
+            static,
+            lambda blocks: render_user(book, blocks, self.categories, self.rules),
+            # Servers that get the schema in the prompt pay for it: plan for the larger prompt.
+            estimate_tokens(system + note),
+            self.opts.request_tokens,
+            self.opts.budget_tokens,
+        )
+        return Prepared(system, schema, note, plan)
+
+    # ------------------------------------------------------------------ sending
+
+    def _run(self, prepared: Prepared, client: ModelClient, texts: dict[str, str]) -> list[Outcome]:
+        requests = prepared.plan.requests
+        if not requests:
+            return []
+        workers = max(1, min(self.opts.concurrency, len(requests)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="review-copies-llm") as pool:
+            return list(pool.map(lambda r: self._one(prepared, client, texts, r), requests))
+
+    def _one(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> Outcome:
+        try:
+            return self._ask(prepared, client, texts, request)
+        except Exception as exc:  # a bug of ours must not cost the static findings
+            if os.environ.get("REVIEW_COPIES_DEBUG"):
+                raise
+            return Outcome(request, failure=f"internal error reading the answer: {type(exc).__name__}: {exc}")
+
+    def _ask(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> Outcome:
+        key = request_key(
+            self.opts.model,
+            self.opts.endpoint,
+            {"system": prepared.system, "user": request.user, "schema": prepared.schema, "max_output_tokens": self.opts.max_output_tokens},
+        )
+        outcome = Outcome(request)
+        hit = self.cache.get(key)
+        if hit is not None:
+            outcome.cached = True
+            content, cut_off = hit.content, False
+        else:
+            answered = self._from_model(prepared, client, request, outcome)
+            if answered is None:
+                return outcome
+            content, cut_off = answered
+        self._check(outcome, content, cut_off, Shown(request.hunks, texts, frozenset(self.categories)))
+        if outcome.failure is None and not outcome.cached:
+            self.cache.put(key, Cached(content, outcome.prompt_tokens, outcome.completion_tokens))
+        return outcome
+
+    def _from_model(self, prepared: Prepared, client: ModelClient, request: Request, outcome: Outcome) -> tuple[str, bool] | None:
+        """The answer's text and whether it was cut off; None (and the reason on the
+        outcome) when there is no answer to read."""
+        try:
+            completion = client.complete(Prompt(prepared.system, request.user, prepared.schema, prepared.schema_note))
+        except Unavailable as exc:
+            outcome.failure = f"the model was unavailable: {exc}"
+            return None
+        except RequestFailed as exc:
+            outcome.failure = f"the request failed: {exc}"
+            return None
+        outcome.mode = completion.mode
+        # Servers that report no usage are counted by the estimate, and the stats say so.
+        outcome.estimated = completion.prompt_tokens is None or completion.completion_tokens is None
+        outcome.prompt_tokens = request.tokens if completion.prompt_tokens is None else completion.prompt_tokens
+        outcome.completion_tokens = estimate_tokens(completion.content) if completion.completion_tokens is None else completion.completion_tokens
+        if completion.refusal:
+            outcome.failure = f"the model refused to answer: {' '.join(completion.refusal.split())[:160]}"
+            return None
+        return completion.content, completion.finish_reason == "length"
+
+    def _check(self, outcome: Outcome, content: str, cut_off: bool, shown: Shown) -> None:
+        try:
+            outcome.checked = check_answer(content, shown)
+        except AnswerError as exc:
+            reason = str(exc)
+            if cut_off:
+                reason += f" (it was cut off at llm-max-output-tokens = {self.opts.max_output_tokens})"
+            outcome.checked = Checked(dropped=unusable(shown, reason))
+            outcome.failure = reason
+
+    # ------------------------------------------------------------------ results
+
+    def _account(self, report: Report, plan: RequestPlan, outcomes: list[Outcome], client: ModelClient) -> None:
+        stats = report.stats
+        stats.llm_calls += client.calls
+        stats.prompt_tokens += sum(o.prompt_tokens for o in outcomes)
+        stats.completion_tokens += sum(o.completion_tokens for o in outcomes)
+        left_out = list(plan.left_out) + [(h, o.failure) for o in outcomes if o.failure for h in o.request.hunks]
+        total = len(plan.left_out) + sum(len(o.request.hunks) for o in outcomes)
+        reviewed = total - len(left_out)
+        cached = sum(o.cached for o in outcomes)
+        modes = sorted({o.mode for o in outcomes if o.mode})
+        stats.extra.update(
+            {
+                "llm_requests": len(outcomes),
+                "llm_cache_hits": cached,
+                "llm_retries": client.retries,
+                "llm_hunks_reviewed": reviewed,
+                "llm_hunks_not_reviewed": len(left_out),
+                "llm_tokens_estimated": any(o.estimated for o in outcomes),
+                "llm_planned_prompt_tokens": plan.tokens,
+            }
+        )
+        if modes:
+            stats.extra["llm_response_format"] = ", ".join(modes)
+        cost = self._cost(stats.prompt_tokens, stats.completion_tokens)
+        if cost is not None:
+            stats.extra["llm_cost_usd"] = round(cost, 6)
+        report.coverage.append(coverage.summary_line(self.opts.model, reviewed, total, len(outcomes), cached))
+        report.coverage.extend(coverage.left_out_lines(left_out))
+        if client.down is not None:
+            where = f"{self.opts.model} at {self.opts.endpoint}"
+            self.stderr.write(f"{PROG}: the LLM ({where}) is unavailable ({client.down}); going on with the static findings\n")
+        if self.cache.problem:
+            report.notes.append(Note(self.cache.problem))
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        if self.opts.price_input is None and self.opts.price_output is None:
+            return None
+        return (prompt_tokens * (self.opts.price_input or 0.0) + completion_tokens * (self.opts.price_output or 0.0)) / 1_000_000
+
+    def _merge(self, report: Report, outcomes: list[Outcome], texts: dict[str, str]) -> None:
+        found: list[Finding] = []
+        suppressed = 0
+        for outcome in outcomes:
+            report.dropped.extend(outcome.checked.dropped)
+            for finding in outcome.checked.findings:
+                if is_suppressed(finding, directives(texts.get(finding.path, ""))):
+                    suppressed += 1
+                else:
+                    found.append(finding)
+        merged = merge(report.findings, found)
+        report.findings = merged.findings
+        extra = report.stats.extra
+        extra["llm_findings"] = len(found) - merged.merged
+        extra["llm_merged_with_static"] = merged.merged
+        extra["llm_lines_corrected"] = sum(o.checked.corrected for o in outcomes)
+        extra["suppressed"] = extra.get("suppressed", 0) + suppressed

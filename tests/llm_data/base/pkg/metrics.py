@@ -1,0 +1,7 @@
+import torch
+
+
+def summarize(scores: torch.Tensor):
+    total = scores.sum()
+    snapshot = scores.detach().clone()
+    return total, snapshot

@@ -1,0 +1,258 @@
+"""The LLM reviewer end to end: `review-copies` on a real git repository, the real `openai`
+client, and a fake OpenAI-compatible server over real HTTP replaying recorded answers."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import git
+import pytest
+from llm_fake import DATA, FakeOpenAI, by_file, completion, error, llm_config, make_repo, recorded, review, slow, start_fake
+
+from reviewer.changes import Request, build_changeset
+from reviewer.findings import Category
+from reviewer.llm.options import build_options
+from reviewer.llm.prompts import load_book
+from reviewer.llm.stage import LLMStage
+from reviewer.pipeline import Plan, run_static
+from reviewer.rules import all_rules
+
+FILES = ("pkg/train.py", "pkg/metrics.py")
+
+
+def _texts(side: str) -> dict[str, str]:
+    return {path: (DATA / side / path).read_text(encoding="utf-8") for path in FILES}
+
+
+@pytest.fixture(scope="module")
+def _server():
+    server = start_fake()
+    yield server
+    server.server.stop()
+
+
+@pytest.fixture
+def fake(_server: FakeOpenAI) -> FakeOpenAI:
+    _server.bodies.clear()
+    _server.handler = None
+    return _server
+
+
+@pytest.fixture(autouse=True)
+def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A key for the fake server, and a cache home outside every repository under test."""
+    cache_home = tmp_path / "cache-home"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    return cache_home
+
+
+def one_file_per_request(repo: Path) -> int:
+    """A request limit that holds the largest single file of the change but never two."""
+    static = run_static(build_changeset(Request(repo=str(repo), base="HEAD~1", head="HEAD")), Plan(rules=all_rules(), want_hunks=True))
+    opts = build_options("fake-model", "sk-test", None, {}, None, {})
+    stage = LLMStage(opts, all_rules(), list(Category), io.StringIO())
+    sizes = []
+    for path in FILES:
+        hunks = [h for h in static.hunks if h.path == path]
+        sizes.append(stage.prepare(load_book(), hunks, static.findings).plan.requests[0].tokens)
+    return max(sizes) + 20
+
+
+def _repo(tmp_path: Path, **config: object) -> Path:
+    """The change of tests/llm_data, configured to send each file in its own request."""
+    probe = make_repo(tmp_path / "probe", _texts("base"), _texts("head"))
+    keys = {"llm-request-tokens": one_file_per_request(probe), **config}
+    return make_repo(tmp_path / "repo", _texts("base"), _texts("head"), llm_config(**keys))
+
+
+def run(repo: Path, fake: FakeOpenAI, *args: str):
+    return review(repo, "--format", "json", "--base-url", fake.url, "--model", "fake-model", *args)
+
+
+def _summary(findings: list[dict]) -> list[tuple[str, int, str, str]]:
+    return [(f["path"], f["line"], f["rule"], f["source"]) for f in findings]
+
+
+def test_real_finding_is_posted_and_every_decoy_is_dropped_with_its_reason(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path)
+    fake.handler = by_file({"pkg/train.py": recorded("train_with_decoys.json"), "pkg/metrics.py": recorded("metrics_malformed.txt")})
+    result = run(repo, fake)
+    report = result.json
+
+    assert fake.count == 2
+    assert _summary(report["findings"]) == [("pkg/metrics.py", 6, "RC301", "static"), ("pkg/train.py", 19, "llm-stale-snapshot", "llm")]
+    real = report["findings"][1]
+    # Anchored by its quote (the model said line 20), the fix moved with it.
+    assert real["suggestion"] == {"start_line": 19, "end_line": 19, "replacement": "                best = copy.deepcopy(model.state_dict())\n"}
+    assert real["category"] == "stale-snapshot" and real["severity"] == "warning"
+    reasons = sorted(d["reason"] for d in report["dropped"])
+    assert len(reasons) == 4
+    assert any("line 1 is outside the hunks shown" in r for r in reasons)
+    assert any("unknown category 'tensor-leak'" in r for r in reasons)
+    assert any("the fix does not parse" in r for r in reasons)
+    assert any("not valid JSON" in r and "pkg/metrics.py" not in r for r in reasons)
+    malformed = next(d for d in report["dropped"] if "not valid JSON" in d["reason"])
+    assert malformed["path"] == "pkg/metrics.py" and malformed["category"] is None
+    assert any("not reviewed by the LLM" in line and "pkg/metrics.py" in line for line in report["coverage"])
+
+    # The decoys change nothing else: same exit status and static findings as a clean answer.
+    fake.handler = by_file({"pkg/train.py": recorded("train_real_only.json"), "pkg/metrics.py": recorded("nothing.json")})
+    clean = run(repo, fake)
+    assert result.status == clean.status == 1
+    assert _summary(clean.json["findings"]) == _summary(report["findings"])
+    offline = run(repo, fake, "--offline")
+    assert [f for f in report["findings"] if f["source"] == "static"] == offline.json["findings"]
+
+
+def test_second_run_on_the_same_head_is_answered_from_the_cache(tmp_path: Path, fake: FakeOpenAI, environment: Path) -> None:
+    repo = _repo(tmp_path)
+    fake.handler = by_file({"pkg/train.py": recorded("train_real_only.json"), "pkg/metrics.py": recorded("nothing.json")})
+    first = run(repo, fake)
+    assert fake.count == 2
+    assert first.json["stats"]["llm_calls"] == 2 and first.json["stats"]["prompt_tokens"] == 1800
+
+    second = run(repo, fake)
+    assert fake.count == 2, "the second run sent requests"
+    stats = second.json["stats"]
+    assert stats["llm_calls"] == 0 and stats["llm_cache_hits"] == 2 and stats["prompt_tokens"] == 0
+    assert second.json["findings"] == first.json["findings"]
+    # The cache lives under the cache home, and nothing was written into the repository.
+    assert list((environment / "review-copies" / "llm").rglob("*.json"))
+    assert not git.Repo(repo).is_dirty(untracked_files=True)
+
+
+def test_offline_and_missing_key_never_open_a_connection(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _repo(tmp_path)
+    fake.handler = by_file({})
+    offline = run(repo, fake, "--offline")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    keyless = run(repo, fake)
+
+    assert fake.count == 0
+    assert offline.json["coverage"] == ["LLM review: off (--offline); the static rules alone reviewed 2 tensor hunks"]
+    assert keyless.json["coverage"] == ["LLM review: off (no OPENAI_API_KEY); the static rules alone reviewed 2 tensor hunks"]
+    assert keyless.stderr.count("OPENAI_API_KEY is not set") == 1
+    assert offline.json["stats"]["llm_calls"] == 0
+
+
+def test_rate_limit_then_success_honours_retry_after(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # A backoff of 30 s would blow the test's time: only the server's 50 ms may be waited.
+    repo = _repo(tmp_path, **{"llm-backoff": 30, "llm-concurrency": 1})
+    answers = by_file({"pkg/train.py": recorded("train_real_only.json"), "pkg/metrics.py": recorded("nothing.json")})
+
+    def handle(body, n):
+        return error(429, "Rate limit reached", {"retry-after-ms": "50"}) if n == 1 else answers(body, n)
+
+    fake.handler = handle
+    result = run(repo, fake)
+    assert fake.count == 3
+    assert result.json["stats"]["llm_retries"] == 1
+    assert "llm-stale-snapshot" in [f["rule"] for f in result.json["findings"]]
+    assert result.stderr == ""
+
+
+def test_server_error_every_time_goes_on_with_the_static_findings_and_says_so_once(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path, **{"llm-concurrency": 1})
+    fake.handler = lambda body, n: error(500, "The server had an error")
+    result = run(repo, fake)
+
+    # Three tries (llm-retries = 2) for the first request; the second is never sent.
+    assert fake.count == 3
+    assert _summary(result.json["findings"]) == [("pkg/metrics.py", 6, "RC301", "static")]
+    assert result.status == 1
+    assert result.stderr.count("is unavailable") == 1 and "HTTP 500" in result.stderr
+    coverage = result.json["coverage"]
+    assert coverage[0].startswith("LLM review (fake-model): 0 of 2 tensor hunks reviewed")
+    assert "the model was unavailable: HTTP 500" in coverage[1] and "after 3 tries" in coverage[1]
+
+
+def test_slow_server_past_the_timeout_counts_as_unavailable(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path, **{"llm-timeout": 0.3, "llm-retries": 0, "llm-concurrency": 1})
+    fake.handler = slow(1.2, by_file({}))
+    result = run(repo, fake)
+    assert fake.count == 1
+    assert "no answer within 0.3 s" in result.stderr
+    assert _summary(result.json["findings"]) == [("pkg/metrics.py", 6, "RC301", "static")]
+
+
+def test_server_that_refuses_json_schema_gets_json_object_and_the_schema_in_the_prompt(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path, **{"llm-concurrency": 1})
+    answers = by_file({"pkg/train.py": recorded("train_real_only.json"), "pkg/metrics.py": recorded("nothing.json")})
+
+    def handle(body, n):
+        kind = body.get("response_format", {}).get("type")
+        if kind == "json_schema":
+            return error(400, "response_format of type 'json_schema' is not supported by this server")
+        assert kind == "json_object" and '"stale-snapshot"' in FakeOpenAI.system_message(body)
+        return answers(body, n)
+
+    fake.handler = handle
+    result = run(repo, fake)
+    # One refusal, then both requests in json_object mode: the lesson is kept.
+    assert [b.get("response_format", {}).get("type") for b in fake.bodies] == ["json_schema", "json_object", "json_object"]
+    assert result.json["stats"]["llm_response_format"] == "json_object"
+    assert "llm-stale-snapshot" in [f["rule"] for f in result.json["findings"]]
+
+
+def test_requests_are_chat_completions_at_temperature_zero_with_the_schema(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path)
+    fake.handler = by_file({})
+    run(repo, fake)
+    body = fake.bodies[0]
+    assert body["model"] == "fake-model" and body["temperature"] == 0
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def test_the_text_report_prints_tokens_cost_and_coverage(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path, **{"price-per-million-input": 0.15, "price-per-million-output": 0.6})
+    fake.handler = lambda body, n: completion(recorded("nothing.json"), prompt_tokens=1000, completion_tokens=100)
+    result = review(repo, "--base-url", fake.url, "--model", "fake-model")
+    assert "LLM: 2 calls, 2000 prompt + 200 completion tokens" in result.stdout
+    assert "about $0.0004" in result.stdout
+    assert "Coverage: LLM review (fake-model): 2 of 2 tensor hunks reviewed in 2 requests" in result.stdout
+
+
+def test_hunks_over_the_budget_are_listed_as_not_reviewed(tmp_path: Path, fake: FakeOpenAI) -> None:
+    probe = make_repo(tmp_path / "probe", _texts("base"), _texts("head"))
+    limit = one_file_per_request(probe)
+    # Room for one request of the two.
+    repo = make_repo(tmp_path / "repo", _texts("base"), _texts("head"), llm_config(**{"llm-request-tokens": limit, "llm-budget-tokens": limit}))
+    fake.handler = by_file({"pkg/train.py": recorded("train_real_only.json")})
+    result = run(repo, fake)
+    assert fake.count == 1
+    coverage = result.json["coverage"]
+    assert coverage[0].startswith("LLM review (fake-model): 1 of 2 tensor hunks reviewed in 1 request")
+    assert "over the review's token budget (llm-budget-tokens" in coverage[1] and "pkg/train.py lines 6-20" in coverage[1]
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_dropped_and_asked_again_next_time(tmp_path: Path, fake: FakeOpenAI) -> None:
+    repo = _repo(tmp_path)
+    cut = recorded("train_real_only.json")[:150]
+    fake.handler = lambda body, n: completion(cut, finish_reason="length")
+    first = run(repo, fake)
+    reasons = [d["reason"] for d in first.json["dropped"]]
+    assert len(reasons) == 2 and all("cut off at llm-max-output-tokens = 2000" in r for r in reasons)
+    run(repo, fake)
+    assert fake.count == 4, "an unusable answer was served from the cache"
+
+
+def test_an_unwritable_cache_costs_only_the_cache(tmp_path: Path, fake: FakeOpenAI, environment: Path) -> None:
+    repo = _repo(tmp_path)
+    environment.mkdir(parents=True)
+    (environment / "review-copies").write_text("a file where the cache folder should be")
+    fake.handler = by_file({"pkg/train.py": recorded("train_real_only.json")})
+    result = run(repo, fake)
+    assert "llm-stale-snapshot" in [f["rule"] for f in result.json["findings"]]
+    assert any("cannot be written" in n["message"] for n in result.json["notes"])
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "markdown", "github"])
+def test_every_report_format_carries_the_coverage_line(tmp_path: Path, fake: FakeOpenAI, fmt: str) -> None:
+    repo = _repo(tmp_path)
+    result = review(repo, "--format", fmt, "--offline")
+    assert "LLM review: off (--offline); the static rules alone reviewed 2 tensor hunks" in result.stdout

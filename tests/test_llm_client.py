@@ -1,0 +1,193 @@
+"""The client against a fake OpenAI-compatible server, its retry policy, the options, and
+the request planner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llm_fake import FakeOpenAI, answer, completion, error, start_fake
+
+from reviewer.errors import UsageError
+from reviewer.hunks import TensorHunk
+from reviewer.llm.client import MAX_WAIT_SECONDS, ModelClient, Prompt, RequestFailed, Unavailable, backoff_wait, retry_after
+from reviewer.llm.options import LLMOptions, build_options
+from reviewer.llm.plan import plan_requests
+from reviewer.llm.prompts import FileBlock
+from reviewer.llm.tokens import estimate_tokens
+
+PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")
+
+
+@pytest.fixture(scope="module")
+def _server():
+    server = start_fake()
+    yield server
+    server.server.stop()
+
+
+@pytest.fixture
+def fake(_server: FakeOpenAI) -> FakeOpenAI:
+    _server.bodies.clear()
+    _server.handler = None
+    return _server
+
+
+def client(fake: FakeOpenAI, **opts) -> tuple[ModelClient, list[float]]:
+    waits: list[float] = []
+    options = LLMOptions(model="fake-model", api_key="sk-test", base_url=fake.url, timeout=2, retries=2, backoff=0.01, **opts)
+    return ModelClient(options, sleep=waits.append), waits
+
+
+def test_a_good_answer_comes_back_with_its_usage(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: completion(answer(), prompt_tokens=321, completion_tokens=12)
+    model, _ = client(fake)
+    got = model.complete(PROMPT)
+    assert (got.content, got.prompt_tokens, got.completion_tokens, got.mode) == ('{"findings": []}', 321, 12, "json_schema")
+    assert model.calls == 1 and fake.bodies[0]["max_tokens"] == 2000
+
+
+def test_an_answer_without_usage_leaves_the_counts_to_estimate(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: completion(answer(), prompt_tokens=None, completion_tokens=None)
+    got, _ = client(fake)
+    assert got.complete(PROMPT).prompt_tokens is None
+
+
+def test_a_model_that_wants_max_completion_tokens_gets_it(fake: FakeOpenAI) -> None:
+    def handle(body, n):
+        if "max_tokens" in body:
+            return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
+        return completion(answer())
+
+    fake.handler = handle
+    model, _ = client(fake)
+    model.complete(PROMPT)
+    model.complete(PROMPT)
+    assert [("max_tokens" in b, b.get("max_completion_tokens")) for b in fake.bodies] == [(True, None), (False, 2000), (False, 2000)]
+
+
+def test_a_server_that_takes_no_response_format_at_all_gets_the_schema_in_the_prompt(fake: FakeOpenAI) -> None:
+    def handle(body, n):
+        return error(400, "unknown field response_format") if "response_format" in body else completion(answer())
+
+    fake.handler = handle
+    model, _ = client(fake)
+    got = model.complete(PROMPT)
+    assert got.mode == "none"
+    assert fake.bodies[-1]["messages"][0]["content"] == "system\nschema"
+
+
+def test_a_prompt_too_long_for_the_context_fails_that_request_only(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: error(400, "This model's maximum context length is 8192 tokens.")
+    model, _ = client(fake)
+    with pytest.raises(RequestFailed, match="maximum context length"):
+        model.complete(PROMPT)
+    assert fake.count == 1 and model.down is None
+
+
+def test_a_refused_key_stops_everything_without_retrying(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: error(401, "Incorrect API key provided")
+    model, waits = client(fake)
+    with pytest.raises(Unavailable, match="HTTP 401"):
+        model.complete(PROMPT)
+    with pytest.raises(Unavailable):
+        model.complete(PROMPT)
+    assert fake.count == 1 and waits == []
+
+
+def test_server_errors_are_retried_with_growing_waits_then_give_up(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: error(503, "overloaded")
+    model, waits = client(fake)
+    with pytest.raises(Unavailable, match=r"HTTP 503: overloaded, after 3 tries"):
+        model.complete(PROMPT)
+    assert fake.count == 3 and model.retries == 2
+    assert 0.005 <= waits[0] <= 0.01 and 0.01 <= waits[1] <= 0.02
+
+
+def test_a_server_that_asks_to_wait_too_long_is_not_waited_for(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: error(429, "slow down", {"Retry-After": "3600"})
+    model, waits = client(fake)
+    with pytest.raises(Unavailable, match="asked to wait 3600 s"):
+        model.complete(PROMPT)
+    assert waits == [] and fake.count == 1
+
+
+def test_retry_after_in_all_its_forms() -> None:
+    assert retry_after({"retry-after-ms": "250"}) == 0.25
+    assert retry_after({"retry-after": "2"}) == 2.0
+    assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
+    assert retry_after({"retry-after": "soon"}) is None
+    assert retry_after({}) is None
+
+
+def test_backoff_doubles_is_capped_and_yields_to_the_server() -> None:
+    assert backoff_wait(0, 1.0, None, jitter=lambda: 1.0) == 1.0
+    assert backoff_wait(3, 1.0, None, jitter=lambda: 1.0) == 8.0
+    assert backoff_wait(20, 1.0, None, jitter=lambda: 1.0) == MAX_WAIT_SECONDS
+    assert backoff_wait(3, 1.0, 0.2) == 0.2
+    assert backoff_wait(0, 1.0, MAX_WAIT_SECONDS + 1) is None
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_the_cache_defaults_to_the_user_cache_home(tmp_path: Path) -> None:
+    opts = build_options("m", "k", None, {}, tmp_path / "repo", {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert opts.cache_dir == tmp_path / "xdg" / "review-copies" / "llm"
+    assert build_options("m", "k", None, {}, None, {"HOME": str(tmp_path)}).cache_dir == tmp_path / ".cache" / "review-copies" / "llm"
+    assert build_options("m", "k", None, {"llm-cache-dir": ""}, None, {}).cache_dir is None
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"llm-cache-dir": "cache"}, "must be an absolute path"),
+        ({"llm-budget-tokens": 0}, "'llm-budget-tokens' must be greater than 0"),
+        ({"llm-retries": -1}, "'llm-retries' must be 0 or more"),
+        ({"price-per-million-input": -1}, "must not be negative"),
+    ],
+)
+def test_bad_llm_settings_are_usage_errors(table: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        build_options("m", "k", None, table, None, {})
+
+
+def test_a_cache_inside_the_reviewed_repository_is_refused(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    with pytest.raises(UsageError, match="inside the reviewed repository"):
+        build_options("m", "k", None, {"llm-cache-dir": str(repo / ".cache")}, repo, {})
+    # A default cache home inside the repository means no cache, never files in the repo.
+    assert build_options("m", "k", None, {}, repo, {"XDG_CACHE_HOME": str(repo / "x")}).cache_dir is None
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _hunk(path: str, start: int, size: int) -> TensorHunk:
+    lines = tuple((n, f"    x{n} = t.clone().add_(1)  # some tensor code") for n in range(start, start + size))
+    return TensorHunk(path, "function", "f", start, start + size - 1, (start,), lines, ())
+
+
+def _render(blocks) -> str:
+    return "\n".join(text for b in blocks for h in b.hunks for _, text in h.lines)
+
+
+def test_hunks_are_packed_into_requests_under_the_request_limit() -> None:
+    hunks = [_hunk("a.py", 1, 10), _hunk("a.py", 20, 10), _hunk("b.py", 1, 10)]
+    one = estimate_tokens(_render([FileBlock("a.py", (hunks[0],))]))
+    plan = plan_requests(hunks, [], _render, 100, 100 + 2 * one + 5, 10**6)
+    assert [[(h.path, h.start) for h in r.hunks] for r in plan.requests] == [[("a.py", 1), ("a.py", 20)], [("b.py", 1)]]
+    assert plan.left_out == []
+
+
+def test_what_does_not_fit_is_left_out_with_the_reason() -> None:
+    big, small = _hunk("a.py", 1, 200), _hunk("b.py", 1, 5)
+    small_cost = 100 + estimate_tokens(_render([FileBlock("b.py", (small,))]))
+    plan = plan_requests([big, small], [], _render, 100, small_cost + 10, 10**6)
+    assert [(h.path, reason.split(" (")[0]) for h, reason in plan.left_out] == [("a.py", "larger than one request may be")]
+    assert [h.path for r in plan.requests for h in r.hunks] == ["b.py"]
+
+    budget = plan_requests([small, _hunk("c.py", 1, 5)], [], _render, 100, 10**6, small_cost + 10)
+    assert [h.path for h, _ in budget.left_out] == ["c.py"]
+    assert "llm-budget-tokens" in budget.left_out[0][1]
