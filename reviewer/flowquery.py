@@ -16,7 +16,9 @@ OUTPUT_PARAMETER_NAMES = frozenset(
     "out output outputs buf buffer buffers dst dest destination result results acc accumulator accum target_buffer cache state memory".split()
 )
 # Functions whose job is to mutate their arguments.
-MUTATING_FUNCTION_PREFIXES = ("init", "_init", "reset", "_reset", "update", "_update", "apply", "fill", "zero", "clip", "clamp", "copy", "load", "set_", "_set", "inplace", "mutate", "add_to", "accumulate")
+MUTATING_FUNCTION_PREFIXES = tuple(
+    "init _init reset _reset update _update apply fill zero clip clamp copy load set_ _set inplace mutate add_to accumulate".split()
+)
 
 
 def overlaps(a: Iterable[str], b: Iterable[str]) -> bool:
@@ -91,10 +93,7 @@ def used_after_loop(flow: FunctionFlow, name: str, loop: Loop) -> bool:
 
 
 def returned(flow: FunctionFlow, name: str) -> bool:
-    for e in flow.of(Return):
-        if e.value_node is not None and name in _names(e.value_node):
-            return True
-    return False
+    return any(e.value_node is not None and name in _names(e.value_node) for e in flow.of(Return))
 
 
 def _names(node: cst.CSTNode) -> set[str]:

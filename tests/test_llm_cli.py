@@ -8,7 +8,6 @@ from pathlib import Path
 
 import git
 import pytest
-from llm_fake import DATA, FakeOpenAI, by_file, completion, error, llm_config, make_repo, recorded, review, slow, start_fake
 
 from reviewer.changes import Request, build_changeset
 from reviewer.findings import Category
@@ -17,6 +16,7 @@ from reviewer.llm.prompts import load_book
 from reviewer.llm.stage import LLMStage
 from reviewer.pipeline import Plan, run_static
 from reviewer.rules import all_rules
+from tests.llm_fake import DATA, FakeOpenAI, by_file, completion, error, llm_config, make_repo, recorded, review, slow, start_fake
 
 FILES = ("pkg/train.py", "pkg/metrics.py")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llm_fake import FakeOpenAI, answer, completion, error, start_fake
 
 from reviewer.errors import UsageError
 from reviewer.hunks import TensorHunk
@@ -15,6 +14,7 @@ from reviewer.llm.options import LLMOptions, build_options
 from reviewer.llm.plan import plan_requests
 from reviewer.llm.prompts import FileBlock
 from reviewer.llm.tokens import estimate_tokens
+from tests.llm_fake import FakeOpenAI, answer, completion, error, start_fake
 
 PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")
 

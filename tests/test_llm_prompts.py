@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from llm_fake import FakeOpenAI, answer, by_file, completion, llm_config, make_repo, review, start_fake
 
 from reviewer.engine import FileJob, review_file
 from reviewer.findings import Category
@@ -15,6 +14,7 @@ from reviewer.llm.context import focus
 from reviewer.llm.prompts import FileBlock, answer_schema, load_book, render_system, render_user, used_imports
 from reviewer.llm.validate import Shown, check_finding
 from reviewer.rules import all_rules, rule_by_code
+from tests.llm_fake import FakeOpenAI, answer, by_file, completion, llm_config, make_repo, review, start_fake
 
 INJECTION = '''import torch
 
