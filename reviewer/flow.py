@@ -11,6 +11,7 @@ does not know.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -308,6 +309,8 @@ class _Interpreter:
                 kind = Kind.OTHER if default.kind is Kind.OTHER else Kind.UNKNOWN
         if kind is Kind.UNKNOWN:
             kind = evidence.kind_of(name)
+        if kind is Kind.UNKNOWN and param.default is None and self.is_forward_input(param):
+            kind = Kind.TENSOR  # nn.Module.forward(self, x): x is the input tensor
         if kind is Kind.TENSOR:
             return Value(kind=Kind.TENSOR, grad=Tri.YES if name in self.backward_names else Tri.MAYBE, roots=roots, origin=f"argument `{name}`")
         if kind is Kind.MODULE:
@@ -315,6 +318,13 @@ class _Interpreter:
         if kind is Kind.OPTIMIZER:
             return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=frozenset((f"params:?{name}",)), origin=f"argument `{name}`")
         return Value(kind=kind, roots=roots, origin=f"argument `{name}`")
+
+    def is_forward_input(self, param: cst.Param) -> bool:
+        if not (self.module_class and self.scope is not None and self.scope.name == "forward"):
+            return False
+        assert isinstance(self.scope.node, cst.FunctionDef)
+        positional = list(self.scope.node.params.params)
+        return len(positional) > 1 and positional[1] is param
 
     def annotation_kind(self, ann: cst.BaseExpression) -> Kind:
         if isinstance(ann, cst.Subscript):
@@ -916,7 +926,7 @@ class _Interpreter:
             return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=roots, fresh=True, origin=f"`{_short(node)}`")
         has_params = Tri.NO if short in api.PARAMETERLESS_MODULES else Tri.YES if qual.startswith("torch.nn.") and short[:1].isupper() else Tri.MAYBE
         via = "inplace" if short in api.INPLACE_MODULES and _kwarg_true(node, "inplace") else ""
-        return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=self.new_root(node, "params"), via=via, device=Device.CPU, fresh=True, origin=f"`{_short(node)}`")
+        return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=self.new_root(node, "params"), via=via, device=Device.CPU, fresh=True, op=short, origin=f"`{_short(node)}`")
 
     def deepcopy(self, node: cst.Call, first: Value) -> Value:
         element = first.element.but(roots=self.new_root(node, "copy"), via="", certain=True) if first.element is not None else None
@@ -971,6 +981,10 @@ class _Interpreter:
             else:
                 grad = Tri.YES if has_params is Tri.YES else self.grad_of(*args).either(Tri.MAYBE)
             result = self.tensor(node, *args, grad=grad, origin=f"the output of `{_short(node)}`")
+            if callee.op in api.MODULE_SAVES_OUTPUT and result.grad is not Tri.NO:
+                self.save(result, node, f"`{_code(func)}` ({callee.op})", result.attached)
+            if callee.op in api.MODULE_SAVES_INPUT and first.kind is Kind.TENSOR and not self.no_grad:
+                self.save(first, node, f"`{_code(func)}` ({callee.op})", has_params is Tri.YES or first.attached)
             return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device) if callee.device.may_be_gpu else result
         if name in ("float", "int", "bool", "len", "str", "repr", "print", "isinstance", "hasattr", "round", "abs") and not (name == "abs" and first.kind is Kind.TENSOR):
             return SCALAR if name != "print" else NONE
@@ -1211,6 +1225,9 @@ class _Interpreter:
 # ----------------------------------------------------------------- usage evidence
 
 
+_OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_|\d|$)", re.I)
+
+
 @dataclass
 class _Evidence:
     methods: dict[str, set[str]] = field(default_factory=dict)
@@ -1225,7 +1242,7 @@ class _Evidence:
             return Kind.MODULE
         if name in self.called and methods & {"state_dict", "load_state_dict", "to", "cuda", "zero_grad"}:
             return Kind.MODULE
-        if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs):
+        if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs or _OPTIMIZER_NAME.search(name)):
             return Kind.OPTIMIZER
         if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"}:
             return Kind.TENSOR

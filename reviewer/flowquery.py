@@ -4,6 +4,7 @@ after the write, does it survive the loop, is it backpropagated."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -147,3 +148,54 @@ def returns_something(flow: FunctionFlow) -> bool:
 
 def stores_of(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Store]:
     return (e for e in flow.of(Store) if e.value.roots & roots)
+
+
+SKIPPED_WRITE_OPS = ("optimizer.step()", "load_state_dict")
+
+
+def deliberate_write(write: Write) -> bool:
+    """Writes whose job is to change the tensor: optimizer steps, loading, nn.init."""
+    return write.op in SKIPPED_WRITE_OPS or write.op.startswith("nn.init.")
+
+
+@dataclass(frozen=True)
+class AliasPair:
+    """Two names that share storage when one of them is written in place."""
+
+    write: Write
+    writer: str
+    holder: str
+    holder_value: Value
+    reads: tuple[Use, ...]
+    writer_bind: Bind | None
+    holder_bind: Bind | None
+
+    @property
+    def writer_is_alias(self) -> bool:
+        """The name written through was made from the other one (not the other way round)."""
+        if self.writer_bind is None:
+            return False
+        return self.holder_bind is None or self.holder_bind.index < self.writer_bind.index
+
+
+def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
+    writer = name_of(write.target_node)
+    if not writer or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+        return []
+    pairs = []
+    for holder, value in holders_before(flow, write, write.target.roots, writer).items():
+        reads = reads_after(flow, write, holder, write.target.roots)
+        if not reads:
+            continue
+        pairs.append(
+            AliasPair(
+                write=write,
+                writer=writer,
+                holder=holder,
+                holder_value=value,
+                reads=tuple(reads),
+                writer_bind=last_bind(flow, writer, write.index),
+                holder_bind=last_bind(flow, holder, write.index),
+            )
+        )
+    return sorted(pairs, key=lambda p: p.holder)

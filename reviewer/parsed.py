@@ -67,6 +67,11 @@ class ImportMap:
         found |= self.module_level.get(name, frozenset())
         return tuple(sorted(found))
 
+    def module_alias(self, module: str) -> str | None:
+        """The local name bound to exactly `module` at module level (`torch`, `T`), if any."""
+        names = sorted(n for n, quals in self.module_level.items() if quals == frozenset((module,)))
+        return names[0] if names else None
+
     def aliases_of(self, prefix: str) -> set[str]:
         """Every local name that is bound to `prefix` or something inside it."""
         names = set()

@@ -190,3 +190,12 @@ def method_returns(name: str) -> str:
 def function_returns(name: str) -> str:
     table = _table()["torch_functions"]
     return next((kind for kind in ("tensor", "tuple", "other") if name in table[kind]), "unknown")
+
+# nn modules whose backward needs their output / their input (measured with torch 2.13
+# through the functional forms they call).
+MODULE_SAVES_OUTPUT = frozenset("Sigmoid Tanh ReLU Softmax LogSoftmax".split())
+MODULE_SAVES_INPUT = frozenset(
+    "Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d BatchNorm1d BatchNorm2d "
+    "BatchNorm3d LayerNorm GroupNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d GELU SiLU ELU SELU CELU Mish "
+    "Softplus LeakyReLU Hardswish LogSigmoid".split()
+)

@@ -88,6 +88,8 @@ class Value:
     element: Value | None = None
     # For modules: whether it owns parameters (nn.ReLU() does not, nn.Linear does).
     has_params: Tri = Tri.MAYBE
+    # For modules built from torch.nn: the class name ("Linear", "Sigmoid").
+    op: str = ""
     # Where it came from, for messages: "torch.sigmoid(...) at line 4".
     origin: str = ""
     line: int = 0
@@ -120,6 +122,7 @@ class Value:
             items=items,
             element=element,
             has_params=self.has_params.join(other.has_params),
+            op=self.op if self.op == other.op else "",
             origin=self.origin if self.origin == other.origin else "",
             line=self.line if self.line == other.line else 0,
         )

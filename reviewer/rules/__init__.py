@@ -22,7 +22,7 @@ def all_rules() -> tuple[type[Rule], ...]:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__:
+            if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ and not obj.__name__.startswith("_"):
                 if obj.code in found:
                     raise RuntimeError(f"rule code {obj.code} is used twice ({found[obj.code].__name__}, {obj.__name__})")
                 found[obj.code] = obj

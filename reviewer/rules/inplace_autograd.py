@@ -1,0 +1,412 @@
+"""inplace-autograd: an in-place op breaks or silently corrupts autograd."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from reviewer import torchapi as api
+from reviewer.cstutil import no_grad_block, out_of_place
+from reviewer.findings import Category, Severity
+from reviewer.flow import FunctionFlow, Saved, Write, short_code
+from reviewer.flowquery import backward_between, deliberate_write, overlaps
+from reviewer.rules.base import Hit, Invalid, Rule, Valid
+from reviewer.values import Tri
+
+
+def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
+    """A tensor autograd saved before this write, still needed (no backward in between)."""
+    for saved in flow.saved:
+        needed = saved.index < write.index and not backward_between(flow, saved.index, write.index)
+        if needed and overlaps(saved.roots, write.target.roots) and (saved.attached or saved.in_forward):
+            return saved
+    return None
+
+
+class InplaceOnSavedTensor(Rule):
+    """
+    ## What it does
+    Finds an in-place op (`+=`, `.mul_()`, `x[i] = v`, `inplace=True`) on a tensor that
+    autograd saved for the backward pass: the output of `sigmoid`, `tanh`, `exp`,
+    `relu`, `softmax`...; an input of `mul`, `matmul`, `pow`, `log`, a `Linear` or a
+    norm layer.
+
+    ## Why is this bad?
+    Backward needs the saved values. After the in-place write their version counter has
+    moved, so `loss.backward()` raises "one of the variables needed for gradient
+    computation has been modified by an inplace operation" — often far from the line
+    that caused it, and only in training, not in inference.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        h = torch.sigmoid(self.body(x))
+        h += 0.1
+        return self.head(h)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        h = torch.sigmoid(self.body(x))
+        h = h + 0.1
+        return self.head(h)
+    ```
+
+    ## Fix safety
+    Safe: the out-of-place op computes the same values into a new tensor and leaves the
+    saved one intact; gradients come out as autograd intends.
+    """
+
+    code = "RC201"
+    name = "inplace-on-saved-tensor"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = ("_(", "=", "inplace")
+    probe = "backward"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                a = torch.randn(3, requires_grad=True)
+                y = a + 1
+                y.mul_(2)
+                y.sum().backward()
+                return a.grad
+            """,
+            "add saves nothing: the in-place op is fine",
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y = y + 1
+                y.sum().backward()
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y.sum().backward()
+                y += 1
+                return y
+            """,
+            "after backward the saved tensor is no longer needed",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                with torch.no_grad():
+                    y = torch.exp(x)
+                    y += 1
+                return y
+            """,
+            "nothing is saved under no_grad",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y += 1
+                y.sum().backward()
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y = y + 1
+                y.sum().backward()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                def forward(self, x):
+                    h = self.body(x).exp()
+                    h.clamp_(max=10.0)
+                    return h
+            """,
+            line=9,
+            fix="""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                def forward(self, x):
+                    h = self.body(x).exp()
+                    h = h.clamp(max=10.0)
+                    return h
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                x = torch.ones(3)
+                y = x * w
+                x.add_(1)
+                y.sum().backward()
+            """,
+            line=6,
+            fix="""
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                x = torch.ones(3)
+                y = x * w
+                x = x.add(1)
+                y.sum().backward()
+            """,
+            note="x * w saves x to compute w's gradient",
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            if deliberate_write(write) or write.target.via == "data":
+                continue
+            saved = saved_before(flow, write)
+            if saved is None:
+                continue
+            what = short_code(write.stmt or write.node)
+            message = (
+                f"`{what}` modifies in place a tensor that autograd saved at line {saved.line} to compute the gradient of "
+                f"{saved.op}; the backward pass will raise \"one of the variables needed for gradient computation has been "
+                "modified by an inplace operation\". Use the out-of-place op."
+            )
+            yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"))
+
+
+class InplaceOnLeafRequiringGrad(Rule):
+    """
+    ## What it does
+    Finds an in-place op on a leaf tensor that requires grad (a parameter, or a tensor
+    made with `requires_grad=True`) outside `torch.no_grad()`.
+
+    ## Why is this bad?
+    Autograd refuses it: "a leaf Variable that requires grad is being used in an
+    in-place operation." The usual intent — a manual update, a clamp, a re-init of the
+    weights — must run without recording.
+
+    ## Example
+    ```python
+    w = torch.randn(3, requires_grad=True)
+    loss = (w * x).sum()
+    loss.backward()
+    w.sub_(0.1 * w.grad)
+    ```
+
+    ## Use instead
+    ```python
+    with torch.no_grad():
+        w.sub_(0.1 * w.grad)
+    ```
+
+    ## Fix safety
+    Safe: the same update under `torch.no_grad()`; `w` stays a leaf that requires grad.
+    """
+
+    code = "RC202"
+    name = "inplace-on-leaf-requiring-grad"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = ("_(", "=")
+    probe = "raises"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                (w * x).sum().backward()
+                with torch.no_grad():
+                    w.sub_(0.1 * w.grad)
+                return w
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3)
+                w.add_(1)
+                return w
+            """,
+            "does not require grad",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def f(model: nn.Module):
+                for p in model.parameters():
+                    p.data.mul_(0.5)
+            """,
+            ".data is not tracked (and not a leaf error)",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                (w * x).sum().backward()
+                w.sub_(0.1 * w.grad)
+                return w
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                (w * x).sum().backward()
+                with torch.no_grad():
+                    w.sub_(0.1 * w.grad)
+                return w
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            def shrink(model: nn.Module):
+                for p in model.parameters():
+                    p.mul_(0.9)
+            """,
+            line=5,
+            fix="""
+            import torch
+            from torch import nn
+            def shrink(model: nn.Module):
+                for p in model.parameters():
+                    with torch.no_grad():
+                        p.mul_(0.9)
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        torch_name = flow.file.imports.module_alias("torch")
+        for write in flow.of(Write):
+            target = write.target
+            if write.no_grad or deliberate_write(write) or not target.leaf or target.grad is not Tri.YES or target.via:
+                continue
+            what = short_code(write.stmt or write.node)
+            message = (
+                f"`{what}` modifies in place `{short_code(write.target_node)}`, a leaf tensor that requires grad; autograd raises "
+                "\"a leaf Variable that requires grad is being used in an in-place operation\". Run the update under "
+                "`torch.no_grad()`."
+            )
+            yield Hit(write.node, message, self._fix(write, torch_name))
+
+    @staticmethod
+    def _fix(write: Write, torch_name: str | None) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        line = write.line_node
+        if torch_name is None or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        return line, no_grad_block(line, torch_name)
+
+
+class DataMutationHidesFromAutograd(Rule):
+    """
+    ## What it does
+    Finds an in-place write through `.data` into a tensor that autograd saved for the
+    backward pass.
+
+    ## Why is this bad?
+    `.data` has its own version counter, so autograd does not notice the write: backward
+    runs without error and uses the modified values, and the gradients are silently
+    wrong (torch 2.13: `h = x.exp(); h.data.clamp_(max=1)` gives `x.grad` of
+    `[1.0, 0.37, 1.0]` where `[0.0, 0.37, 0.0]` is right).
+
+    ## Example
+    ```python
+    h = x.exp()
+    h.data.clamp_(max=1.0)
+    h.sum().backward()
+    ```
+
+    ## Use instead
+    ```python
+    h = x.exp().clamp(max=1.0)       # the clamp is part of the graph
+    h.sum().backward()
+    ```
+    or, if the values must change without autograd knowing, do it on a tensor nothing
+    saved (`torch.no_grad()` on a copy).
+
+    ## Fix safety
+    No automatic fix: whether the change should be differentiated depends on intent.
+    """
+
+    code = "RC203"
+    name = "data-mutation-hides-from-autograd"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = (".data",)
+    probe = "silent-grad"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def f(model: nn.Module):
+                for p in model.parameters():
+                    p.data.mul_(0.5)
+            """,
+            "nothing was saved: a (dated but harmless) weight update",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                x = torch.randn(3, requires_grad=True)
+                h = x.exp()
+                h.data.clamp_(max=1.0)
+                h.sum().backward()
+                return x.grad
+            """,
+            line=5,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            if write.target.via != "data" or deliberate_write(write):
+                continue
+            saved = saved_before(flow, write)
+            if saved is None:
+                continue
+            message = (
+                f"`{short_code(write.stmt or write.node)}` changes through `.data` a tensor autograd saved at line {saved.line} for the "
+                f"gradient of {saved.op}. `.data` bypasses the version check, so backward runs on the modified values and the "
+                "gradients are silently wrong. Make the change part of the graph (an out-of-place op), or apply it where nothing saved the tensor."
+            )
+            yield Hit(write.node, message)
