@@ -1,0 +1,9 @@
+import torch
+
+
+def mask_tokens(input_ids, mask_id, prob=0.15, generator=None):
+    masked = torch.rand(input_ids.shape, generator=generator) < prob
+    inputs = input_ids.contiguous()
+    inputs[masked] = mask_id
+    labels = input_ids.masked_fill(~masked, -100)
+    return inputs, labels

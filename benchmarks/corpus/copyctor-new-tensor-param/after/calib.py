@@ -1,0 +1,12 @@
+import torch
+from torch import nn
+
+
+class TemperatureScaling(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log_temp = nn.Parameter(torch.zeros(()))
+
+    def forward(self, logits):
+        temp = logits.new_tensor(self.log_temp).exp()
+        return logits / temp

@@ -1,0 +1,15 @@
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class BinaryHead(nn.Module):
+    def __init__(self, dim, eps=1e-3):
+        super().__init__()
+        self.fc = nn.Linear(dim, 1)
+        self.eps = eps
+
+    def forward(self, x, target):
+        probs = torch.sigmoid(self.fc(x).squeeze(-1))
+        probs.data.clamp_(self.eps, 1 - self.eps)
+        return F.binary_cross_entropy(probs, target)

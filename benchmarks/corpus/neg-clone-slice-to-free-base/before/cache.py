@@ -1,0 +1,6 @@
+import torch
+
+
+class LogitCache:
+    def __init__(self):
+        self.items = []

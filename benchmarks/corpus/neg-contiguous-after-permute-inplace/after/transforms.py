@@ -1,0 +1,15 @@
+import torch
+
+
+class ToCHW:
+    def __init__(self, mean):
+        self.mean = torch.as_tensor(mean, dtype=torch.float32)
+
+    def __call__(self, img_hwc):
+        chw = img_hwc.permute(2, 0, 1).contiguous()
+        chw.sub_(self.mean[:, None, None])
+        return chw
+
+
+def sample_for_grid(img_hwc, transform):
+    return transform(img_hwc), img_hwc

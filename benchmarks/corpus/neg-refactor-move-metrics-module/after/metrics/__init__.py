@@ -1,0 +1,3 @@
+from metrics.running import Running, snapshot
+
+__all__ = ["Running", "snapshot"]

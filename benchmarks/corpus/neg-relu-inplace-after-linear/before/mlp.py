@@ -1,0 +1,5 @@
+from torch import nn
+
+
+def make_mlp(dim, hidden, out):
+    return nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, out))

@@ -1,0 +1,5 @@
+import statistics
+
+
+def summarize(losses):
+    return statistics.mean(losses), statistics.pstdev(losses)

@@ -1,0 +1,15 @@
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+class CachedImages(Dataset):
+    def __init__(self, images: np.ndarray, mean: float):
+        self.images = images.astype(np.float32)
+        self.mean = mean
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return torch.tensor(self.images[i]) - self.mean

@@ -1,0 +1,6 @@
+import torch
+
+
+class Logger:
+    def __init__(self):
+        self.values = []

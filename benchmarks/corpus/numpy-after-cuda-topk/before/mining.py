@@ -1,0 +1,8 @@
+import numpy as np
+import torch
+
+
+def similarity(a, b):
+    a = torch.nn.functional.normalize(a, dim=1)
+    b = torch.nn.functional.normalize(b, dim=1)
+    return a @ b.t()

@@ -1,0 +1,5 @@
+import torch
+
+
+def stable_logsumexp(logits, dim=-1):
+    return torch.logsumexp(logits, dim=dim)

@@ -1,0 +1,7 @@
+import torch
+
+
+class Rollout:
+    def __init__(self, steps, obs_dim):
+        self.obs = torch.zeros(steps, obs_dim)
+        self.rewards = torch.zeros(steps)

@@ -1,0 +1,5 @@
+import torch
+
+
+def build_features(numeric, embedded):
+    return torch.cat([numeric, embedded], dim=1)

@@ -1,0 +1,12 @@
+import torch
+
+
+class PrototypeBank:
+    def __init__(self, n_classes, dim, momentum=0.9):
+        self.bank = [torch.zeros(dim) for _ in range(n_classes)]
+        self.m = momentum
+
+    @torch.no_grad()
+    def update(self, feats, labels):
+        for c in labels.unique().tolist():
+            self.bank[c].mul_(self.m).add_(feats[labels == c].mean(0), alpha=1 - self.m)

@@ -1,0 +1,17 @@
+import torch
+
+
+class Confusion:
+    def __init__(self, n):
+        self.stats = {"tp": torch.zeros(n), "fp": torch.zeros(n)}
+
+    def update(self, pred, target):
+        n = self.stats["tp"].numel()
+        self.stats["tp"] += torch.bincount(pred[pred == target], minlength=n).float()
+        self.stats["fp"] += torch.bincount(pred[pred != target], minlength=n).float()
+
+    def run_epoch(self, batches):
+        prev = self.stats.copy()
+        for pred, target in batches:
+            self.update(pred, target)
+        return {k: self.stats[k] - prev[k] for k in self.stats}
