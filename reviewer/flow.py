@@ -933,7 +933,6 @@ class _Interpreter:
         return first.but(roots=self.new_root(node, "copy"), via="", certain=True, fresh=True, element=element, items=None)
 
     def tensor_function(self, node: cst.Call, qual: str, short: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
-        tensors = [a for a in args if a.kind is Kind.TENSOR]
         first = args[0] if args else UNKNOWN
         if short in api.INPLACE_FUNCTIONAL and _kwarg_true(node, "inplace") and first.kind is Kind.TENSOR:
             self.emit(Write, node, target=first, target_node=node.args[0].value, op=f"{short}(inplace=True)", source=None)
@@ -949,7 +948,7 @@ class _Interpreter:
         if short in api.SCALAR_METHODS:
             return SCALAR
         self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
-        result = self.tensor(node, *tensors, *kwargs.values(), origin=f"`{_short(node)}`")
+        result = self.tensor(node, *args, *kwargs.values(), origin=f"`{_short(node)}`")
         if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
             self.save(result, node, f"`{short}`", result.attached)
         return result

@@ -83,10 +83,10 @@ def test_real_finding_is_posted_and_every_decoy_is_dropped_with_its_reason(tmp_p
     report = result.json
 
     assert fake.count == 2
-    assert _summary(report["findings"]) == [("pkg/metrics.py", 6, "RC301", "static"), ("pkg/train.py", 19, "llm-stale-snapshot", "llm")]
-    real = report["findings"][1]
+    assert _summary(report["findings"]) == [("pkg/metrics.py", 6, "RC301", "static"), ("pkg/train.py", 16, "RC252", "static"), ("pkg/train.py", 19, "llm-stale-snapshot", "llm")]
+    real = report["findings"][2]
     # Anchored by its quote (the model said line 20), the fix moved with it.
-    assert real["suggestion"] == {"start_line": 19, "end_line": 19, "replacement": "                best = copy.deepcopy(model.state_dict())\n"}
+    assert real["suggestion"] == {"start_line": 19, "end_line": 19, "replacement": "                best = copy.deepcopy(weights(model))\n"}
     assert real["category"] == "stale-snapshot" and real["severity"] == "warning"
     reasons = sorted(d["reason"] for d in report["dropped"])
     assert len(reasons) == 4
@@ -132,8 +132,8 @@ def test_offline_and_missing_key_never_open_a_connection(tmp_path: Path, fake: F
     keyless = run(repo, fake)
 
     assert fake.count == 0
-    assert offline.json["coverage"] == ["LLM review: off (--offline); the static rules alone reviewed 2 tensor hunks"]
-    assert keyless.json["coverage"] == ["LLM review: off (no OPENAI_API_KEY); the static rules alone reviewed 2 tensor hunks"]
+    assert offline.json["coverage"] == ["LLM review: off (--offline); the static rules alone reviewed 3 tensor hunks"]
+    assert keyless.json["coverage"] == ["LLM review: off (no OPENAI_API_KEY); the static rules alone reviewed 3 tensor hunks"]
     assert keyless.stderr.count("OPENAI_API_KEY is not set") == 1
     assert offline.json["stats"]["llm_calls"] == 0
 
@@ -161,11 +161,11 @@ def test_server_error_every_time_goes_on_with_the_static_findings_and_says_so_on
 
     # Three tries (llm-retries = 2) for the first request; the second is never sent.
     assert fake.count == 3
-    assert _summary(result.json["findings"]) == [("pkg/metrics.py", 6, "RC301", "static")]
+    assert _summary(result.json["findings"]) == [("pkg/metrics.py", 6, "RC301", "static"), ("pkg/train.py", 16, "RC252", "static")]
     assert result.status == 1
     assert result.stderr.count("is unavailable") == 1 and "HTTP 500" in result.stderr
     coverage = result.json["coverage"]
-    assert coverage[0].startswith("LLM review (fake-model): 0 of 2 tensor hunks reviewed")
+    assert coverage[0].startswith("LLM review (fake-model): 0 of 3 tensor hunks reviewed")
     assert "the model was unavailable: HTTP 500" in coverage[1] and "after 3 tries" in coverage[1]
 
 
@@ -175,7 +175,7 @@ def test_slow_server_past_the_timeout_counts_as_unavailable(tmp_path: Path, fake
     result = run(repo, fake)
     assert fake.count == 1
     assert "no answer within 0.3 s" in result.stderr
-    assert _summary(result.json["findings"]) == [("pkg/metrics.py", 6, "RC301", "static")]
+    assert _summary(result.json["findings"]) == [("pkg/metrics.py", 6, "RC301", "static"), ("pkg/train.py", 16, "RC252", "static")]
 
 
 def test_server_that_refuses_json_schema_gets_json_object_and_the_schema_in_the_prompt(tmp_path: Path, fake: FakeOpenAI) -> None:
@@ -214,7 +214,7 @@ def test_the_text_report_prints_tokens_cost_and_coverage(tmp_path: Path, fake: F
     result = review(repo, "--base-url", fake.url, "--model", "fake-model")
     assert "LLM: 2 calls, 2000 prompt + 200 completion tokens" in result.stdout
     assert "about $0.0004" in result.stdout
-    assert "Coverage: LLM review (fake-model): 2 of 2 tensor hunks reviewed in 2 requests" in result.stdout
+    assert "Coverage: LLM review (fake-model): 3 of 3 tensor hunks reviewed in 2 requests" in result.stdout
 
 
 def test_hunks_over_the_budget_are_listed_as_not_reviewed(tmp_path: Path, fake: FakeOpenAI) -> None:
@@ -226,7 +226,7 @@ def test_hunks_over_the_budget_are_listed_as_not_reviewed(tmp_path: Path, fake: 
     result = run(repo, fake)
     assert fake.count == 1
     coverage = result.json["coverage"]
-    assert coverage[0].startswith("LLM review (fake-model): 1 of 2 tensor hunks reviewed in 1 request")
+    assert coverage[0].startswith("LLM review (fake-model): 1 of 3 tensor hunks reviewed in 1 request")
     assert "over the review's token budget (llm-budget-tokens" in coverage[1] and "pkg/train.py lines 6-20" in coverage[1]
 
 
@@ -255,4 +255,4 @@ def test_an_unwritable_cache_costs_only_the_cache(tmp_path: Path, fake: FakeOpen
 def test_every_report_format_carries_the_coverage_line(tmp_path: Path, fake: FakeOpenAI, fmt: str) -> None:
     repo = _repo(tmp_path)
     result = review(repo, "--format", fmt, "--offline")
-    assert "LLM review: off (--offline); the static rules alone reviewed 2 tensor hunks" in result.stdout
+    assert "LLM review: off (--offline); the static rules alone reviewed 3 tensor hunks" in result.stdout

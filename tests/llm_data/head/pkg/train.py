@@ -16,5 +16,9 @@ def fit(model, opt, loader, epochs: int):
             losses.append(loss)
             if loss.item() < best_loss:
                 best_loss = loss.item()
-                best = model.state_dict()
+                best = weights(model)
     return best, losses
+
+
+def weights(model):
+    return model.state_dict()
