@@ -24,6 +24,7 @@ from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Val
 MAX_LOOP_NESTING_REPLAYED = 3
 # The storage root written by an optimizer.step() whose parameters are not known.
 ANY_PARAMS = "params:*"
+_BUFFER_NAMES = frozenset(("running_mean", "running_var", "num_batches_tracked"))
 _MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 
 
@@ -345,7 +346,7 @@ class _Interpreter:
         for q in quals:
             if q in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor", "torch.FloatTensor"):
                 return Kind.TENSOR
-            if q in ("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module"):
+            if q in ("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module") or (q.startswith("torch.nn.") and q.rsplit(".", 1)[-1][:1].isupper()):
                 return Kind.MODULE
             if q.startswith("torch.optim.") or q.endswith("Optimizer"):
                 return Kind.OPTIMIZER
@@ -722,10 +723,13 @@ class _Interpreter:
                 return base.but(via=base.via or "view", fresh=False, leaf=False)
             return OTHER if attr in ("shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn", "is_cuda", "layout") else UNKNOWN
         if base.kind is Kind.MODULE:
+            roots = frozenset(f"{r}.{attr}" for r in base.roots) or frozenset((key,))
             if attr in ("weight", "bias"):
-                return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=frozenset(f"{r}.{attr}" for r in base.roots), origin=f"`{_code(node)}`")
-            if key.startswith("self.") and self.module_class:
-                return Value(kind=Kind.UNKNOWN, roots=frozenset((key,)))
+                return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=roots, origin=f"`{_code(node)}`")
+            if attr in _BUFFER_NAMES:
+                return Value(kind=Kind.TENSOR, grad=Tri.NO, device=base.device, roots=roots, origin=f"`{_code(node)}`")
+            # A submodule or a tensor: unknown, but one identity, so aliases of it can be followed.
+            return Value(kind=Kind.UNKNOWN, roots=roots)
         if base.kind is Kind.OPTIMIZER and attr == "param_groups":
             return Value(kind=Kind.LIST, element=Value(kind=Kind.DICT))
         return UNKNOWN

@@ -51,13 +51,17 @@ def last_bind(flow: FunctionFlow, name: str, before: int) -> Bind | None:
 def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], exclude: str) -> dict[str, Value]:
     """Names other than `exclude` that hold (part of) `roots` when `event` runs."""
     holders: dict[str, Value] = {}
+    def related(name: str) -> bool:
+        # `x` and `x.data` / `self.buf` and `self`: one object seen through an attribute.
+        return name == exclude or exclude.startswith(name + ".") or name.startswith(exclude + ".")
+
     for name, value in flow.params.items():
-        if name != exclude and value.roots & roots:
+        if not related(name) and value.roots & roots:
             holders[name] = value
     for e in flow.events:
         if e.index >= event.index:
             break
-        if isinstance(e, Bind) and e.name != exclude:
+        if isinstance(e, Bind) and not related(e.name):
             if e.value.roots & roots and e.value.kind in (Kind.TENSOR, Kind.NDARRAY):
                 holders[e.name] = e.value
             else:

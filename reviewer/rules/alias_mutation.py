@@ -22,9 +22,14 @@ from reviewer.flowquery import (
     returns_something,
 )
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind
+from reviewer.values import Kind, Value
 
 _BUFFER_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.empty_like", "torch.zeros_like", "torch.ones_like", "torch.full_like")
+
+
+def attribute_source(expr: cst.BaseExpression) -> bool:
+    """`bn.running_mean`, `self.weight`: a module's state, not a local tensor."""
+    return isinstance(expr, cst.Attribute) and expr.attr.value not in ("data", "T", "mT", "H", "mH", "real", "imag")
 
 
 def copy_at_binding(bind: Bind | None, ndarray: bool = False) -> tuple[cst.CSTNode, cst.CSTNode] | None:
@@ -57,16 +62,35 @@ class _WriteThroughAlias(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for write in flow.of(Write):
-            if deliberate_write(write) or write.target.via not in self.VIAS:
+            if deliberate_write(write):
                 continue
             for pair in alias_pairs(flow, write):
-                if not pair.writer_is_alias or pair.holder in flow.params or not self.accepts(flow, pair):
+                if pair.holder in flow.params:
+                    continue  # the caller's tensor: RC102
+                if pair.writer_is_alias:
+                    if write.target.via not in self.VIAS or not self.accepts(flow, pair, write.target):
+                        continue
+                    fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
+                    yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
+                    break
+                bind = pair.holder_bind
+                if bind is None or bind.expr is None or attribute_source(bind.expr) or pair.holder_value.via not in self.VIAS:
+                    continue  # module state kept by reference is a stale snapshot (RC155)
+                if not self.accepts(flow, pair, pair.holder_value):
                     continue
-                yield Hit(write.node, self.message(pair), write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY), anchors=self.anchors(pair))
+                yield Hit(write.node, self.reverse_message(pair), copy_at_binding(bind, pair.holder_value.kind is Kind.NDARRAY), anchors=(bind.node,))
                 break
 
-    def accepts(self, flow: FunctionFlow, pair: AliasPair) -> bool:
-        return pair.write.target.certain
+    def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
+        return alias.certain
+
+    def reverse_message(self, pair: AliasPair) -> str:
+        bind = pair.holder_bind
+        made = f"`{pair.holder} = {short_code(bind.expr)}` (line {bind.line})" if bind is not None and bind.expr is not None else f"`{pair.holder}`"
+        return (
+            f"{made} does not copy: `{self.write_text(pair)}` writes in place into that same memory through `{pair.writer}`, so "
+            f"`{pair.holder}` read at {_lines(pair.reads)} sees the new values, not the ones it was meant to keep. Copy with `.clone()`."
+        )
 
     def anchors(self, pair: AliasPair) -> tuple[cst.CSTNode, ...]:
         return (pair.writer_bind.node,) if pair.writer_bind is not None else ()
@@ -522,7 +546,7 @@ class WriteThroughConversionSelf(_WriteThroughAlias):
         ),
     )
 
-    def accepts(self, flow: FunctionFlow, pair: AliasPair) -> bool:
+    def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
         return True  # aliasing is possible, not certain: the message says when
 
     def message(self, pair: AliasPair) -> str:
@@ -619,8 +643,8 @@ class WriteThroughNamedView(_WriteThroughAlias):
         ),
     )
 
-    def accepts(self, flow: FunctionFlow, pair: AliasPair) -> bool:
-        if not pair.write.target.certain or pair.holder_bind is None:
+    def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
+        if not alias.certain or pair.holder_bind is None:
             return False
         if _is_buffer(pair.holder_bind):
             return False

@@ -11,7 +11,7 @@ from reviewer.cstutil import atom, call_method_name, chain, dotted_expr, receive
 from reviewer.findings import Category, Severity
 from reviewer.flow import Bind, Event, FunctionFlow, Store, Use, Write, short_code
 from reviewer.flowquery import alias_pairs, calls_with, deliberate_write, loop_of, name_of, overlaps
-from reviewer.rules.alias_mutation import copy_at_binding
+from reviewer.rules.alias_mutation import attribute_source, copy_at_binding
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
 from reviewer.values import Kind
 
@@ -620,20 +620,20 @@ class AliasKeptAsSnapshot(Rule):
         Invalid(
             """
             import torch
-            def f():
-                x = torch.ones(3)
-                prev = x
-                x.mul_(2)
-                return (x - prev).abs().max()
+            from torch import nn
+            def shift(bn: nn.BatchNorm1d, batch: torch.Tensor):
+                prev = bn.running_mean
+                bn.running_mean.mul_(0.9).add_(0.1 * batch.mean(0))
+                return (bn.running_mean - prev).abs().max()
             """,
             line=4,
             fix="""
             import torch
-            def f():
-                x = torch.ones(3)
-                prev = x.clone()
-                x.mul_(2)
-                return (x - prev).abs().max()
+            from torch import nn
+            def shift(bn: nn.BatchNorm1d, batch: torch.Tensor):
+                prev = bn.running_mean.clone()
+                bn.running_mean.mul_(0.9).add_(0.1 * batch.mean(0))
+                return (bn.running_mean - prev).abs().max()
             """,
         ),
     )
@@ -646,10 +646,8 @@ class AliasKeptAsSnapshot(Rule):
             for pair in alias_pairs(flow, write):
                 if pair.writer_is_alias or pair.holder_bind is None or pair.holder_bind.expr is None or pair.holder in reported:
                     continue
-                if not pair.holder_value.certain or pair.holder_value.via not in ("", "detach", "data", "view"):
-                    continue
-                if pair.holder_value.via == "view" and not SNAPSHOT_NAME.search(pair.holder):
-                    continue
+                if not pair.holder_value.certain or not attribute_source(pair.holder_bind.expr):
+                    continue  # local tensors kept by reference are alias-mutation (RC101...)
                 reported.add(pair.holder)
                 bind = pair.holder_bind
                 message = (
