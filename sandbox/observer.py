@@ -101,9 +101,13 @@ class Recorder(TorchDispatchMode):
         self.gather_bytes = 0
         self.line: int | None = None
         self.on_write: Callable[[list[Range], str], None] | None = None
+        # Set while the observer itself copies values (snapshots), which are not the subject's.
+        self.paused = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
         kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
         self.step += 1
         schema = func._schema
         name = schema.name
@@ -124,7 +128,11 @@ class Recorder(TorchDispatchMode):
         for r in pending:
             self.writes.append(Write(self.step, op, r, self.line))
         if pending and self.on_write is not None:
-            self.on_write(pending, op)
+            self.paused = True
+            try:
+                self.on_write(pending, op)
+            finally:
+                self.paused = False
         if name in COPY_OPS:
             dst = args[0] if name.endswith("_") and args else out
             if isinstance(dst, torch.Tensor):
@@ -487,6 +495,13 @@ class LineWatch:
             return _MISSING
 
     def _take(self, frame: FrameType, returned: Any) -> None:
+        self.recorder.paused = True
+        try:
+            self._snapshot(frame, returned)
+        finally:
+            self.recorder.paused = False
+
+    def _snapshot(self, frame: FrameType, returned: Any) -> None:
         self.ran += 1
         if len(self.snapshots) >= self.MAX_SNAPSHOTS * max(1, len(self.names)):
             return
