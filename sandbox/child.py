@@ -466,6 +466,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     fixed = Runner(sides["fixed"], workdir, request.get("probe", "")) if sides.get("fixed") else None
     opts = _options(needs)
     labels, first = _pick_labels(original, device, opts)
+    if _exhausted(first[0]):
+        return {"variants": [{"variant": "plain", "original": first[0]}], "labels": labels, "device": device}
     records = []
     for variant in variants_for(needs, device):
         variant = synth.Variant(variant.name, variant.requires_grad, variant.contiguous, labels, variant.steps, device)
@@ -492,6 +494,12 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         if fixed is not None:
             answer["saved"]["fixed"] = fixed.execute(grad_variant, Options(hooks=True))[0].get("saved_overwritten", [])
     return answer
+
+
+def _exhausted(obs: dict[str, Any]) -> bool:
+    """The subject ran out of memory: running it again in more variants only burns the limits."""
+    error = obs.get("error") or ""
+    return obs.get("error_type") == "MemoryError" or "can't allocate memory" in error or "out of memory" in error
 
 
 def _retention(original: Runner, fixed: Runner | None, labels: str, device: str) -> dict[str, Any]:

@@ -305,6 +305,9 @@ def enter_probe(caps: Capabilities, workdir: str, limits: Limits, cuda: bool) ->
         except OSError:
             pass
     os.chdir(workdir)
+    # PID 1 of a namespace ignores signals left at their default action, the CPU
+    # limit's SIGXCPU and SIGKILL included: a handler makes the soft limit stop it.
+    signal.signal(signal.SIGXCPU, lambda *_: os._exit(128 + signal.SIGXCPU))
     set_limits(limits, cuda)
     if caps.uid_drop and caps.probe_uid is not None:
         os.setgroups([])

@@ -206,6 +206,7 @@ class Zygote:
         os._exit(code)
 
     def _probe_process(self, request: dict[str, Any], limits: isolate.Limits, cuda: bool, workdir: str, result_w: int, err_w: int) -> None:
+        me = os.getpid()
         try:
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
@@ -224,6 +225,8 @@ class Zygote:
             answer = {"ok": True, "result": child.run(request)}
         except BaseException as exc:
             answer = {"ok": False, "error": f"probe failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+        if os.getpid() != me:
+            os._exit(0)  # a process the subject forked came back here: only the probe answers
         _report(result_w, answer)
         sys.stdout.flush()
         sys.stderr.flush()
