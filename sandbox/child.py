@@ -198,7 +198,10 @@ class Runner:
             obs["load_failures"] = loaded.failures[:3]
         seed(0)
         try:
-            fn, args, named_inputs, world = self._build(loaded, variant)
+            if self.probe:
+                fn, args, named_inputs, world = loaded.fn, {}, {}, synth.World(variant, self.workdir)
+            else:
+                fn, args, named_inputs, world = self._build(loaded, variant)
         except synth.Unbuildable as exc:
             obs.update(error=str(exc), stage="inputs")
             return obs, state
@@ -222,7 +225,7 @@ class Runner:
             try:
                 with watch, saved, copies, recorder:
                     if self.probe:
-                        results = self._run_probe(loaded, fn)
+                        results = self._run_probe(loaded, recorder, pre, named_inputs)
                     else:
                         for k in range(calls):
                             seed(100 + k)
@@ -256,12 +259,22 @@ class Runner:
         state.final_inputs = [Entry(e.path, e.ref, e.where, e.version, _copy(e.ref)) for e in pre]
         return obs, state
 
-    def _run_probe(self, loaded: Loaded, fn: Any) -> list[Any]:
-        """The LLM's probe: it calls the subject by name; a spy keeps what it returned."""
+    def _run_probe(self, loaded: Loaded, recorder: Recorder, pre: list[Entry], named: dict[str, Any]) -> list[Any]:
+        """The LLM's probe: it calls the subject by name. A spy takes the arguments of the
+        first call as the inputs to watch, and keeps what each call returned."""
         results: list[Any] = []
         name = self.side["target"][-1]
+        signature = inspect.signature(loaded.fn)
 
         def spy(*args: Any, **kwargs: Any) -> Any:
+            if not results:
+                recorder.paused = True
+                try:
+                    bound = signature.bind(*args, **kwargs)
+                    named.update(bound.arguments)
+                    pre.extend(e for arg, value in bound.arguments.items() for e in capture(value, arg, attributes=arg == "self"))
+                finally:
+                    recorder.paused = False
             out = loaded.fn(*args, **kwargs)
             results.append(out)
             return out
@@ -270,6 +283,9 @@ class Runner:
             loaded.namespace[name] = spy
         else:
             setattr(loaded.owner, name, spy)
+        # The probe may use what the subject itself does not import.
+        for alias, module in (("torch", torch), ("np", np), ("nn", torch.nn), ("F", torch.nn.functional)):
+            loaded.namespace.setdefault(alias, module)
         exec(compile(self.probe, "<probe>", "exec"), loaded.namespace)
         if not results:
             raise RuntimeError(f"the probe never called `{name}`")
