@@ -146,7 +146,8 @@ def _alias_seen(side: dict[str, Any]) -> str | None:
     if watch.get("shares"):
         share = watch["shares"][0]
         changed = next((c for c in watch.get("changed", []) if c["path"] == share["path"]), None)
-        text = f"`{share['path']}` shares memory with {share['with']}"
+        what = "the result" + share["path"][len("return value"):] if share["path"].startswith("return value") else f"`{share['path']}`"
+        text = f"{what} shares memory with {share['with']}"
         if changed:
             text += f" and changed {changed['when']} (max change {num(changed['max_change'])})"
         return text
@@ -254,7 +255,7 @@ def _warning(records: Records, answer: dict[str, Any], has_fix: bool) -> Decisio
             continue
         gone = warned - set(f.get("warnings", []))
         if gone:
-            return Decision(CONFIRMED, f'the original warned "{short_error(sorted(gone)[0])}"; the fix ran without the warning and gave the same values')
+            return Decision(CONFIRMED, f'the original warned "{short_error(sorted(gone)[0], 230)}"; the fix ran without the warning and gave the same values')
         both = f'the original warned "{short_error(first)}", and so did the fix'
     if both:
         return Decision(INCONCLUSIVE, both)
