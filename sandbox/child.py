@@ -348,7 +348,9 @@ class Runner:
                     if e.path in changed:
                         continue
                     writes = recorder.writes_to(e.where, after=snap.step)
-                    detail = when if when != "during the call" or not writes else f"during the call, written by {writes[0].op}" + (f" at line {writes[0].line}" if writes[0].line else "")
+                    detail = when
+                    if when == "during the call" and writes:
+                        detail = f"during the call, written by {writes[0].op}" + (f" at line {writes[0].line}" if writes[0].line else "")
                     changed[e.path] = {"path": e.path, "max_change": change, "when": detail}
                     ranges.append(e.where)
 

@@ -7,6 +7,7 @@ session and temp directory; if it dies it is restarted once per probe.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -158,10 +159,8 @@ class Sandbox:
             except (OSError, subprocess.TimeoutExpired):
                 pass
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait()
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:

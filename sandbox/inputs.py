@@ -237,6 +237,12 @@ def refresh(args: dict[str, Any], world: World) -> dict[str, Any]:
     """New per-step arguments for a repeated call; state (models, lists, dicts) is kept."""
     out = dict(args)
     for name, value in args.items():
-        if isinstance(value, torch.Tensor):
-            out[name] = world.loss() if value.grad_fn is not None else world.features(*value.shape) if value.dim() == 2 and value.dtype.is_floating_point else value.clone()
+        if not isinstance(value, torch.Tensor):
+            continue
+        if value.grad_fn is not None:
+            out[name] = world.loss()
+        elif value.dim() == 2 and value.dtype.is_floating_point:
+            out[name] = world.features(*value.shape)
+        else:
+            out[name] = value.clone()
     return out

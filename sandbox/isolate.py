@@ -23,6 +23,7 @@ Nothing here imports torch: the zygote calls `detect()` before importing it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -300,10 +301,8 @@ def enter_probe(caps: Capabilities, workdir: str, limits: Limits, cuda: bool) ->
     if caps.namespaces:
         if caps.fresh_proc:
             mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        try:
+        with contextlib.suppress(OSError):
             _loopback_up()
-        except OSError:
-            pass
     os.chdir(workdir)
     # PID 1 of a namespace ignores signals left at their default action, the CPU
     # limit's SIGXCPU and SIGKILL included: a handler makes the soft limit stop it.
@@ -356,7 +355,7 @@ def _probe_uid() -> int:
     return PROBE_UID_BASE + os.getpid() % 10_000_000
 
 
-def _try_in_child(fn) -> tuple[bool, str]:  # noqa: ANN001
+def _try_in_child(fn) -> tuple[bool, str]:
     """Run fn() in a forked child; (succeeded, error text)."""
     r, w = os.pipe()
     pid = os.fork()

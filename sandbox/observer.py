@@ -104,7 +104,7 @@ class Recorder(TorchDispatchMode):
         # Set while the observer itself copies values (snapshots), which are not the subject's.
         self.paused = False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.paused:
             return func(*args, **kwargs)
@@ -156,11 +156,11 @@ class CopyNodes(TorchFunctionMode):
         super().__init__()
         self.count = 0
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if getattr(func, "__name__", "") in _COPYING_FUNCTIONS - {"detach"} and isinstance(out, torch.Tensor) and out.grad_fn is not None:
-            if not any(isinstance(a, torch.Tensor) and a is out for a in args):
-                self.count += 1
+        copying = getattr(func, "__name__", "") in _COPYING_FUNCTIONS - {"detach"}
+        if copying and isinstance(out, torch.Tensor) and out.grad_fn is not None and not any(a is out for a in args):
+            self.count += 1
         return out
 
 
@@ -462,13 +462,13 @@ class LineWatch:
         self.recorder.line = None
         self.recorder.on_write = None
 
-    def _global(self, frame: FrameType, event: str, arg: Any):  # noqa: ANN202
+    def _global(self, frame: FrameType, event: str, arg: Any):
         return self._local if frame.f_code.co_filename == self.filename else None
 
     def _in(self, line: int, span: tuple[int, int] | None) -> bool:
         return span is not None and span[0] <= line <= span[1]
 
-    def _local(self, frame: FrameType, event: str, arg: Any):  # noqa: ANN202
+    def _local(self, frame: FrameType, event: str, arg: Any):
         line = frame.f_lineno
         if event == "line":
             if self._in(line, self.fn_span):

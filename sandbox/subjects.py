@@ -125,15 +125,18 @@ def _definitions_only(stmt: cst.CSTNode) -> bool:
     for inner in _body_statements(stmt):
         if isinstance(inner, (cst.FunctionDef, cst.ClassDef)):
             continue
-        if isinstance(inner, cst.SimpleStatementLine) and all(
-            isinstance(s, (cst.Import, cst.ImportFrom, cst.Assign, cst.AnnAssign, cst.Pass, cst.Expr)) and not (isinstance(s, cst.Expr) and isinstance(s.value, cst.Call))
-            for s in inner.body
-        ):
+        if isinstance(inner, cst.SimpleStatementLine) and all(_is_definition(s) for s in inner.body):
             continue
         if isinstance(inner, (cst.If, cst.Try)) and _definitions_only(inner):
             continue
         return False
     return True
+
+
+def _is_definition(small: cst.BaseSmallStatement) -> bool:
+    if isinstance(small, cst.Expr):
+        return not isinstance(small.value, cst.Call)  # a docstring, not work
+    return isinstance(small, (cst.Import, cst.ImportFrom, cst.Assign, cst.AnnAssign, cst.Pass))
 
 
 def _is_main_guard(stmt: cst.CSTNode) -> bool:

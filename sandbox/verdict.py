@@ -347,14 +347,18 @@ def _silent_grad(records: Records, answer: dict[str, Any], has_fix: bool) -> Dec
     if silent:
         s = silent[0]
         at = f" at line {s['line']}" if s.get("line") else ""
-        text = f"a tensor saved for backward by {s['saved_by']} was overwritten by {s['written_by']}{at} without a version bump, so backward reads the new values"
+        text = (
+            f"a tensor saved for backward by {s['saved_by']} was overwritten by {s['written_by']}{at} "
+            "without a version bump, so backward reads the new values"
+        )
         if not has_fix:
             return Decision(CONFIRMED, text + "; no fix is offered to compare")
         if not f_silent and "fixed" in saved:
             return Decision(CONFIRMED, text + "; with the fix nothing saved is overwritten")
         return Decision(INCONCLUSIVE, text + "; the fix does the same")
     if o_check.get("tried") and o_check.get("agree"):
-        return Decision(REFUTED, f"autograd's gradients agree with finite differences (max diff {num(o_check.get('max_diff'))}) and no saved tensor is overwritten")
+        diff = num(o_check.get("max_diff"))
+        return Decision(REFUTED, f"autograd's gradients agree with finite differences (max diff {diff}) and no saved tensor is overwritten")
     return Decision(NOT_APPLICABLE, "")
 
 
@@ -372,7 +376,8 @@ def _copy_bytes(records: Records, answer: dict[str, Any], has_fix: bool) -> Deci
             ops = ", ".join(f"{k}×{v}" for k, v in sorted(o.get("copy_ops", {}).items()))
             return Decision(CONFIRMED, f"the fix copies {size(fb)} instead of {size(ob)} per call ({ops} in the original, {words}) and gives the same values")
         if fg < og:
-            return Decision(CONFIRMED, f"the original records {og} copy in the autograd graph ({words}), the fix {fg}, with the same bytes copied and the same values")
+            text = f"the original records {og} copy in the autograd graph ({words}), the fix {fg}"
+            return Decision(CONFIRMED, text + ", with the same bytes copied and the same values")
         compared.append((ob, fb))
     if compared:
         ob, fb = compared[0]

@@ -14,6 +14,7 @@ by killing the monitor's process group; the probe dies with its parent
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -67,7 +68,7 @@ class Zygote:
         self.import_seconds = time.perf_counter() - started
         # Imports only, no op: the first dispatch mode pulls in torch._dynamo (~0.9 s),
         # which every probe would otherwise pay again.
-        import torch._dynamo  # noqa: F401
+        import torch._dynamo
 
         from sandbox import child  # noqa: F401
 
@@ -169,17 +170,13 @@ class Zygote:
             time.sleep(0.002)
 
     def _kill(self, pid: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     def _reap(self, pid: int) -> None:
         self._kill(pid)
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
         if not self.caps.namespaces and self.caps.uid_drop and self.caps.probe_uid is not None:
             isolate.kill_uid(self.caps.probe_uid)
 
@@ -248,17 +245,13 @@ def _close_fds_except(keep: set[int]) -> None:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _report(fd: int, message: dict[str, Any]) -> None:
-    try:
+    with contextlib.suppress(OSError):
         protocol.write_frame(fd, message)
-    except OSError:
-        pass
 
 
 def _tail(err: bytearray) -> str:

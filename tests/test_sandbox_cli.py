@@ -87,7 +87,8 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
                     suggestion=Suggestion(3, 3, "    return torch.as_tensor(x)\n"))
 
         class Static:
-            texts = {"alias_fix.py": LOOK_ALIKE}
+            def __init__(self) -> None:
+                self.texts = {"alias_fix.py": LOOK_ALIKE}
 
         class Settings:
             device = "cpu"
@@ -104,7 +105,7 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
 
 
 def test_no_sandbox_gives_not_run(repo: Path) -> None:
-    code, out, _ = _run(repo, "--format", "json", "--no-sandbox")
+    _code, out, _ = _run(repo, "--format", "json", "--no-sandbox")
     data = json.loads(out)
     assert {f["verification"]["status"] for f in data["findings"]} == {"not-run"}
     assert data["stats"]["sandbox_runs"] == 0
@@ -115,7 +116,13 @@ def test_text_markdown_sarif_and_github_show_the_verdict(repo: Path) -> None:
     settings = resolve_settings(args, config.FileConfig(), {})
     changeset = build_changeset(settings.request)
     report, rules = review_changeset(settings, changeset, io.StringIO())
-    for fmt, marker in (("text", "sandbox confirmed on cpu: "), ("markdown", "✅ sandbox confirmed on cpu"), ("github", "sandbox confirmed on cpu: "), ("sarif", '"status": "confirmed"')):
+    markers = {
+        "text": "sandbox confirmed on cpu: ",
+        "markdown": "✅ sandbox confirmed on cpu",
+        "github": "sandbox confirmed on cpu: ",
+        "sarif": '"status": "confirmed"',
+    }
+    for fmt, marker in markers.items():
         out = io.StringIO()
         write_report(replace(settings, fmt=fmt), report, rules, changeset.description, out)
         text = out.getvalue()
@@ -126,7 +133,8 @@ def test_text_markdown_sarif_and_github_show_the_verdict(repo: Path) -> None:
 def test_the_reviewer_process_never_imports_torch(repo: Path) -> None:
     script = (
         "import io, sys; sys.path.insert(0, sys.argv[1]); from reviewer.cli import main; "
-        "code = main(['--repo', sys.argv[2], '--all', '--offline', '--format', 'json', sys.argv[2] + '/rc301_0.py'], stdout=io.StringIO(), stderr=io.StringIO()); "
+        "args = ['--repo', sys.argv[2], '--all', '--offline', '--format', 'json', sys.argv[2] + '/rc301_0.py']; "
+        "code = main(args, stdout=io.StringIO(), stderr=io.StringIO()); "
         "print(code, 'torch' in sys.modules, 'numpy' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", script, str(ROOT), str(repo)], capture_output=True, text=True, timeout=240)

@@ -7,6 +7,7 @@ reviewer is a separate process started with the secrets in its environment, as i
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -177,7 +178,7 @@ def test_probe_cannot_reach_host_sockets(hostile) -> None:
 
 
 def test_probe_cannot_write_outside_its_temp_dir(hostile) -> None:
-    status, evidence = hostile["write"]
+    _status, evidence = hostile["write"]
     assert "write=" in evidence, evidence
     assert "wrote" not in evidence
     assert "inside=True" in evidence
@@ -252,13 +253,13 @@ def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
     try:
         report = Report()
         for code, line, category in ((FORK_BOMB, 4, "alias-mutation"), (HOG, 5, "alias-mutation"), (SPIN, 3, "alias-mutation")):
-            f, text = finding(code, line, category, path=f"hostile{line}{len(code)}.py")
+            f, _text = finding(code, line, category, path=f"hostile{line}{len(code)}.py")
             report.findings.append(f)
-        good, good_text = finding(GOOD, 3, "alias-mutation", fix="y = x.float().clone()")
+        good, _good_text = finding(GOOD, 3, "alias-mutation", fix="y = x.float().clone()")
         report.findings.append(good)
         texts = {f.path: text for f, text in zip(report.findings, [textwrap.dedent(c).lstrip("\n") for c in (FORK_BOMB, HOG, SPIN, GOOD)])}
         started = time.monotonic()
-        out = Verifier(sb, "cpu", open(os.devnull, "w")).verify(report, texts)
+        out = Verifier(sb, "cpu", io.StringIO()).verify(report, texts)
         elapsed = time.monotonic() - started
     finally:
         sb.limits = saved
@@ -280,7 +281,7 @@ def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:
         assert sb.info.isolation["sandbox_network"].startswith("not isolated: ")
         spin, spin_text = finding(SPIN, 3, "alias-mutation")
         leak, leak_text = finding(LEAK, 3, "alias-mutation")
-        verifier = Verifier(sb, "cpu", open(os.devnull, "w"))
+        verifier = Verifier(sb, "cpu", io.StringIO())
         os.environ["OPENAI_API_KEY"] = SECRET
         try:
             v_leak = verifier.verification(leak, leak_text, ["cpu"])
