@@ -519,15 +519,21 @@ class LineWatch:
                         break
                 else:
                     for local_name, other in local_entries:
-                        if local_name != name.split(".")[0].split("[")[0] and other.ref is not value and overlaps(e.where, other.where):
+                        # A returned local is the return value itself, not another name for it.
+                        same = self.kind == "return" and other.ref is value
+                        if local_name != name.split(".")[0].split("[")[0] and not same and overlaps(e.where, other.where):
                             snap.shares.append((e.path, f"`{other.path}`"))
                             break
             self.snapshots.append(snap)
 
     def _locals(self, frame: FrameType) -> list[tuple[str, Entry]]:
+        """Tensors other code can still read: the frame's locals and the module's tensors."""
         out = []
         for name, value in list(frame.f_locals.items())[:64]:
             if isinstance(value, (torch.Tensor, np.ndarray, list, tuple, dict)):
+                out.extend((name, e) for e in capture(value, name) if e.where is not None)
+        for name, value in list(frame.f_globals.items())[:256]:
+            if isinstance(value, (torch.Tensor, np.ndarray)) and name not in frame.f_locals:
                 out.extend((name, e) for e in capture(value, name) if e.where is not None)
         return out
 

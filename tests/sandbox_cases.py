@@ -63,6 +63,14 @@ def shifted(x):
     y.add_(1)
     return y
 """, 3, "y = x.t().clone(memory_format=torch.contiguous_format)", evidence="with non-contiguous inputs"),
+    Case("alias-module-level-tensor", "confirmed", "alias-mutation", """
+import torch
+RUNNING = torch.zeros(4)
+def update(x):
+    running = RUNNING
+    running += x.mean(0)
+    return running
+""", 4, "running = RUNNING.clone()", evidence="`running` shares memory with `RUNNING`"),
     Case("alias-clone-first", "refuted", "alias-mutation", """
 import torch
 def norm(x):
