@@ -27,7 +27,7 @@ def _finding(f: Finding, paint: _Paint) -> list[str]:
         head += " (LLM)"
     lines = [head]
     lines += [f"  {part}" for part in _wrap(f.message)]
-    lines.append(paint(f"  {verdict_line(f)}", "dim"))
+    lines += [paint(f"  {part}", "dim") for part in _wrap(verdict_line(f))]
     if f.suggestion is not None:
         lines.append(f"  suggestion (lines {f.suggestion.start_line}-{f.suggestion.end_line}):")
         for old in f.suggestion.original.splitlines():

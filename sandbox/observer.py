@@ -1,0 +1,551 @@
+"""What torch does while a subject runs, seen with torch's own machinery.
+
+- `Recorder`, a TorchDispatchMode: every aten op below autograd, with the schema's alias
+  annotations. A write is an argument marked `Tensor(a!)`; its byte range is taken
+  before the op and kept only if the op succeeds. Copy ops add up their bytes.
+- `SavedTensors`: saved-tensor hooks, run separately, because with any hook active
+  autograd no longer checks versions (backward would "succeed" with wrong gradients).
+  The pack hook returns `t.detach()`, never `t`, which would leak the graph.
+- `flatten` / `Entry`: the tensors (and arrays) inside arguments, results, modules and
+  containers, with their versions, storage ranges and a copy of their values.
+- `LineWatch`: a settrace tracer on the subject's file that tells the recorder which
+  line runs and snapshots the names a finding's statement binds, right after it ran.
+
+Imported only in the probe process (it imports torch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import sys
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+COPY_OPS = frozenset(
+    {"aten::clone", "aten::_to_copy", "aten::copy_", "aten::copy", "aten::lift_fresh_copy", "aten::_copy_from", "aten::_copy_from_and_resize"}
+)
+GATHER_OPS = frozenset({"aten::index", "aten::index_select", "aten::gather", "aten::masked_select", "aten::take"})
+# Ops whose "write" changes metadata, not data.
+META_ONLY = frozenset(
+    {
+        "aten::set_", "aten::resize_", "aten::resize_as_", "aten::t_", "aten::transpose_", "aten::squeeze_",
+        "aten::unsqueeze_", "aten::as_strided_", "aten::swapaxes_", "aten::swapdims_", "aten::detach_",
+        "aten::requires_grad_", "aten::_coalesced_", "aten::set_data", "aten::_fused_moving_avg_obs_fq_helper",
+    }
+)
+MAX_CLONE_ELEMENTS = 1 << 22
+MAX_LEAVES = 400
+
+Range = tuple[str, int, int]  # (device, first byte, one past the last byte)
+
+
+def byte_range(t: Any) -> Range | None:
+    """The bytes of storage a strided tensor (or NumPy array) can touch."""
+    if isinstance(t, np.ndarray):
+        if t.size == 0:
+            return None
+        lo = hi = t.__array_interface__["data"][0]
+        for n, s in zip(t.shape, t.strides):
+            if s >= 0:
+                hi += (n - 1) * s
+            else:
+                lo += (n - 1) * s
+        return ("cpu", lo, hi + t.itemsize)
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.is_meta:
+        return None
+    try:
+        if t.numel() == 0:
+            return None
+        base = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    size = t.element_size()
+    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    lo = base + t.storage_offset() * size
+    return (str(t.device), lo, lo + extent * size)
+
+
+def overlaps(a: Range | None, b: Range | None) -> bool:
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
+@dataclass
+class Write:
+    step: int
+    op: str
+    where: Range
+    line: int | None
+
+
+class Recorder(TorchDispatchMode):
+    """Every aten op: which tensors it wrote, how many bytes copy ops copied."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = 0
+        self.last_op = ""
+        self.writes: list[Write] = []
+        self.copy_bytes = 0
+        self.copy_ops: Counter[str] = Counter()
+        self.gather_bytes = 0
+        self.line: int | None = None
+        self.on_write: Callable[[list[Range], str], None] | None = None
+        # Set while the observer itself copies values (snapshots), which are not the subject's.
+        self.paused = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.paused:
+            return func(*args, **kwargs)
+        self.step += 1
+        schema = func._schema
+        name = schema.name
+        pending: list[Range] = []
+        if name not in META_ONLY:
+            for i, arg in enumerate(schema.arguments):
+                info = arg.alias_info
+                if info is None or not info.is_write:
+                    continue
+                value = args[i] if i < len(args) else kwargs.get(arg.name)
+                for t in value if isinstance(value, (list, tuple)) else (value,):
+                    r = byte_range(t)
+                    if r is not None:
+                        pending.append(r)
+        out = func(*args, **kwargs)
+        op = func.overloadpacket.__name__
+        self.last_op = op
+        for r in pending:
+            self.writes.append(Write(self.step, op, r, self.line))
+        if pending and self.on_write is not None:
+            self.paused = True
+            try:
+                self.on_write(pending, op)
+            finally:
+                self.paused = False
+        if name in COPY_OPS:
+            dst = args[0] if name.endswith("_") and args else out
+            if isinstance(dst, torch.Tensor):
+                self.copy_bytes += dst.numel() * dst.element_size()
+                self.copy_ops[op] += 1
+        elif name in GATHER_OPS and isinstance(out, torch.Tensor):
+            self.gather_bytes += out.numel() * out.element_size()
+        return out
+
+    def writes_to(self, where: Range | None, after: int = 0) -> list[Write]:
+        return [w for w in self.writes if w.step > after and overlaps(w.where, where)]
+
+
+_COPYING_FUNCTIONS = frozenset({"clone", "to", "contiguous", "copy_", "double", "float", "half", "cpu", "cuda", "type", "detach"})
+
+
+class CopyNodes(TorchFunctionMode):
+    """Counts copies that were recorded in the autograd graph (clone().detach() does, detach().clone() not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        copying = getattr(func, "__name__", "") in _COPYING_FUNCTIONS - {"detach"}
+        if copying and isinstance(out, torch.Tensor) and out.grad_fn is not None and not any(a is out for a in args):
+            self.count += 1
+        return out
+
+
+@dataclass
+class Saved:
+    step: int
+    by: str
+    where: Range | None
+    version: int
+    alias: weakref.ref
+    nbytes: int
+
+
+class SavedTensors:
+    """What autograd saved, when, and whether it was written afterwards."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.saved: list[Saved] = []
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        alias = t.detach()
+        try:
+            version = t._version
+        except RuntimeError:
+            version = -1
+        self.saved.append(Saved(self.recorder.step, self.recorder.last_op, byte_range(t), version, weakref.ref(alias), t.numel() * t.element_size()))
+        return alias
+
+    @staticmethod
+    def _unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def __enter__(self) -> SavedTensors:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(*exc)
+
+    def overwritten(self) -> list[dict[str, Any]]:
+        """Saved tensors written after they were saved: loud (version moved) or silent."""
+        out = []
+        for s in self.saved:
+            writes = self.recorder.writes_to(s.where, after=s.step)
+            if not writes:
+                continue
+            alias = s.alias()
+            moved = alias is None or s.version < 0 or alias._version != s.version
+            out.append({"saved_by": s.by, "written_by": writes[0].op, "silent": not moved, "line": writes[0].line})
+        return out
+
+    def alive_bytes(self) -> int:
+        gc.collect()
+        seen: set[Range] = set()
+        total = 0
+        for s in self.saved:
+            if s.alias() is not None and s.where is not None and s.where not in seen:
+                seen.add(s.where)
+                total += s.nbytes
+        return total
+
+
+# ------------------------------------------------------------------- flattening
+
+
+@dataclass
+class Entry:
+    """One tensor-like leaf at a path, as it was when captured."""
+
+    path: str
+    ref: Any
+    where: Range | None
+    version: int | None
+    value: Any  # a detached CPU copy, a NumPy copy, or the plain value
+
+    def current_change(self) -> float | None:
+        """Max abs change of the live object against the copy; None when it cannot tell."""
+        return max_change(self.value, self.ref)
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
+def copy_value(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if obj.layout != torch.strided or obj.numel() > MAX_CLONE_ELEMENTS or obj.is_meta:
+            return None
+        with torch.no_grad():
+            return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, np.ndarray):
+        return obj.copy() if obj.size <= MAX_CLONE_ELEMENTS else None
+    return obj
+
+
+def _as_float_array(v: Any) -> np.ndarray | None:
+    if isinstance(v, torch.Tensor):
+        if v.layout != torch.strided or v.is_meta:
+            return None
+        v = v.detach().to("cpu")
+        if v.is_complex():
+            v = torch.view_as_real(v)
+        return v.to(torch.float64).numpy()
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind not in "biufc":
+            return None
+        return np.asarray(v.real if v.dtype.kind == "c" else v, dtype=np.float64)
+    if isinstance(v, (bool, int, float)) and not isinstance(v, type):
+        return np.asarray(float(v))
+    return None
+
+
+def max_change(before: Any, after: Any) -> float | None:
+    a, b = _as_float_array(before), _as_float_array(after)
+    if a is None or b is None:
+        return None
+    if a.shape != b.shape:
+        if a.size == 1 and b.size == 1:
+            a, b = a.reshape(()), b.reshape(())
+        else:
+            return math.inf
+    if a.size == 0:
+        return 0.0
+    both_nan = np.isnan(a) & np.isnan(b)
+    diff = np.where(both_nan, 0.0, np.abs(a - b))
+    diff = np.where(np.isnan(diff), math.inf, diff)
+    return float(diff.max())
+
+
+def _children(obj: Any, path: str, depth: int, attributes: bool) -> Iterator[tuple[str, Any]]:
+    if isinstance(obj, torch.nn.Module):
+        for name, p in obj.named_parameters():
+            yield f"{path}.{name}", p
+        for name, b in obj.named_buffers():
+            yield f"{path}.{name}", b
+        return
+    if isinstance(obj, dict):
+        for k, v in list(obj.items())[:64]:
+            yield f"{path}[{k!r}]", v
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj[:64]):
+            yield f"{path}[{i}]", v
+        return
+    if attributes and depth < 2 and hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
+        for k, v in list(vars(obj).items())[:64]:
+            yield f"{path}.{k}", v
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield f"{path}.{f.name}", getattr(obj, f.name, None)
+
+
+def leaves(obj: Any, path: str, attributes: bool = False, depth: int = 0, seen: set[int] | None = None) -> Iterator[tuple[str, Any]]:
+    """(path, leaf) for tensors, arrays and scalars inside obj; modules give their state."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, (torch.Tensor, np.ndarray, bool, int, float, complex, str, type(None))):
+        yield path, obj
+        return
+    if id(obj) in seen or depth > 4 or isinstance(obj, torch.optim.Optimizer):
+        return
+    seen.add(id(obj))
+    for child_path, child in _children(obj, path, depth, attributes):
+        yield from leaves(child, child_path, attributes, depth + 1, seen)
+
+
+def capture(obj: Any, path: str, attributes: bool = False) -> list[Entry]:
+    out = []
+    for p, leaf in leaves(obj, path, attributes):
+        if len(out) >= MAX_LEAVES:
+            break
+        if isinstance(leaf, torch.Tensor):
+            out.append(Entry(p, leaf, byte_range(leaf), _version(leaf), copy_value(leaf)))
+        elif isinstance(leaf, np.ndarray):
+            out.append(Entry(p, leaf, byte_range(leaf), None, copy_value(leaf)))
+        else:
+            out.append(Entry(p, leaf, None, None, leaf))
+    return out
+
+
+def describe_value(v: Any) -> dict[str, Any]:
+    """What a result is, for comparing the original's with the fix's."""
+    if isinstance(v, torch.Tensor):
+        return {"kind": "tensor", "dtype": str(v.dtype), "shape": list(v.shape), "requires_grad": v.requires_grad, "device": v.device.type}
+    if isinstance(v, np.ndarray):
+        return {"kind": "ndarray", "dtype": str(v.dtype), "shape": list(v.shape)}
+    return {"kind": type(v).__name__}
+
+
+def compare(a: list[Entry], b: list[Entry], strict: bool) -> list[dict[str, Any]]:
+    """Differences between two captures of the same structure (paths matched by name)."""
+    diffs = []
+    by_path = {e.path: e for e in b}
+    for ea in a:
+        eb = by_path.pop(ea.path, None)
+        if eb is None:
+            diffs.append({"path": ea.path, "what": "missing in the fix"})
+            continue
+        da, db = describe_value(ea.ref), describe_value(eb.ref)
+        numeric_a, numeric_b = _as_float_array(ea.value), _as_float_array(eb.value)
+        if numeric_a is None or numeric_b is None:
+            if numeric_a is None and numeric_b is None and type(ea.value) is type(eb.value) and not isinstance(ea.value, (torch.Tensor, np.ndarray)):
+                try:
+                    same = bool(ea.value == eb.value)
+                except Exception:
+                    same = True
+                if not same:
+                    diffs.append({"path": ea.path, "what": f"{ea.value!r} vs {eb.value!r}"[:120]})
+            elif (numeric_a is None) != (numeric_b is None):
+                diffs.append({"path": ea.path, "what": f"{da['kind']} vs {db['kind']}"})
+            continue
+        change = max_change(ea.value, eb.value)
+        if change is None:
+            continue
+        if change == math.inf and numeric_a.shape != numeric_b.shape:
+            diffs.append({"path": ea.path, "what": f"shape {list(numeric_a.shape)} vs {list(numeric_b.shape)}"})
+            continue
+        tol = 1e-6 + 1e-5 * float(np.nanmax(np.abs(numeric_a))) if numeric_a.size else 1e-6
+        if change > tol:
+            diffs.append({"path": ea.path, "what": "values", "max_abs_diff": change})
+        elif strict and da["kind"] == db["kind"] == "tensor":
+            for key in ("dtype", "requires_grad"):
+                if da[key] != db[key]:
+                    diffs.append({"path": ea.path, "what": f"{key} {da[key]} vs {db[key]}"})
+    for eb in by_path.values():
+        diffs.append({"path": eb.path, "what": "only in the fix"})
+    return diffs
+
+
+# ------------------------------------------------------------------ the graph
+
+
+def graph_nodes(tensors: list[torch.Tensor], limit: int = 200_000) -> set[int]:
+    """Ids of the autograd nodes reachable from the tensors' grad_fn."""
+    seen: set[int] = set()
+    keep: list[Any] = []  # ids are only stable while the nodes are alive
+    stack = [t.grad_fn for t in tensors if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
+    return seen
+
+
+def graph_tensors(obj: Any, path: str) -> list[tuple[str, torch.Tensor]]:
+    return [(p, t) for p, t in leaves(obj, path, attributes=True) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+
+
+# ----------------------------------------------------------------- line watch
+
+
+@dataclass
+class Snapshot:
+    name: str
+    entries: list[Entry]
+    step: int
+    shares: list[tuple[str, str]] = field(default_factory=list)
+
+
+class LineWatch:
+    """Tracks which line of the subject runs, and snapshots the watched names after the
+    watched statement ran (each time it runs, up to a few times)."""
+
+    MAX_SNAPSHOTS = 6
+
+    def __init__(self, filename: str, code: Any, fn_span: tuple[int, int], span: tuple[int, int] | None,
+                 names: list[str], kind: str, recorder: Recorder, inputs: list[Entry]) -> None:
+        self.filename = filename
+        self.code = code
+        self.fn_span = fn_span
+        self.span = span
+        self.names = names
+        self.kind = kind
+        self.recorder = recorder
+        self.inputs = inputs
+        self.inside: dict[int, bool] = {}
+        self.frame: FrameType | None = None
+        self.snapshots: list[Snapshot] = []
+        self.ran = 0
+        self.line_hits: list[list[str]] = []
+        self._previous: Any = None
+        recorder.on_write = self._on_write
+
+    def __enter__(self) -> LineWatch:
+        self._previous = sys.gettrace()
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(self._previous)
+        self.frame = None
+        self.recorder.line = None
+        self.recorder.on_write = None
+
+    def _global(self, frame: FrameType, event: str, arg: Any):
+        return self._local if frame.f_code.co_filename == self.filename else None
+
+    def _in(self, line: int, span: tuple[int, int] | None) -> bool:
+        return span is not None and span[0] <= line <= span[1]
+
+    def _local(self, frame: FrameType, event: str, arg: Any):
+        line = frame.f_lineno
+        if event == "line":
+            if self._in(line, self.fn_span):
+                self.recorder.line = line
+                if frame.f_code is self.code:
+                    self.frame = frame
+            if frame.f_code is self.code:
+                inside = self._in(line, self.span)
+                if self.inside.get(id(frame)) and not inside:
+                    self._take(frame, None)
+                self.inside[id(frame)] = inside
+        elif event == "return" and frame.f_code is self.code:
+            if self.inside.pop(id(frame), False):
+                self._take(frame, arg)
+            if self.frame is frame:
+                self.frame = None
+                self.recorder.line = None
+        return self._local
+
+    def _resolve(self, name: str, frame: FrameType) -> Any:
+        try:
+            return eval(name, frame.f_globals, dict(frame.f_locals))  # names and attribute chains only (see subjects)
+        except Exception:
+            return _MISSING
+
+    def _take(self, frame: FrameType, returned: Any) -> None:
+        self.recorder.paused = True
+        try:
+            self._snapshot(frame, returned)
+        finally:
+            self.recorder.paused = False
+
+    def _snapshot(self, frame: FrameType, returned: Any) -> None:
+        self.ran += 1
+        if len(self.snapshots) >= self.MAX_SNAPSHOTS * max(1, len(self.names)):
+            return
+        targets = [("return value", returned)] if self.kind == "return" else [(n, self._resolve(n, frame)) for n in self.names]
+        local_entries = self._locals(frame)
+        for name, value in targets:
+            if value is _MISSING:
+                continue
+            entries = [e for e in capture(value, name) if e.where is not None]
+            snap = Snapshot(name, entries, self.recorder.step)
+            for e in entries:
+                for other in self.inputs:
+                    if overlaps(e.where, other.where):
+                        snap.shares.append((e.path, f"input `{other.path}`"))
+                        break
+                else:
+                    for local_name, other in local_entries:
+                        # A returned local is the return value itself, not another name for it.
+                        same = self.kind == "return" and other.ref is value
+                        if local_name != name.split(".")[0].split("[")[0] and not same and overlaps(e.where, other.where):
+                            snap.shares.append((e.path, f"`{other.path}`"))
+                            break
+            self.snapshots.append(snap)
+
+    def _locals(self, frame: FrameType) -> list[tuple[str, Entry]]:
+        """Tensors other code can still read: the frame's locals and the module's tensors."""
+        out = []
+        for name, value in list(frame.f_locals.items())[:64]:
+            if isinstance(value, (torch.Tensor, np.ndarray, list, tuple, dict)):
+                out.extend((name, e) for e in capture(value, name) if e.where is not None)
+        for name, value in list(frame.f_globals.items())[:256]:
+            if isinstance(value, (torch.Tensor, np.ndarray)) and name not in frame.f_locals:
+                out.extend((name, e) for e in capture(value, name) if e.where is not None)
+        return out
+
+    def _on_write(self, ranges: list[Range], op: str) -> None:
+        line = self.recorder.line
+        frame = self.frame
+        if frame is None or line is None or not self._in(line, self.span):
+            return
+        names = {e.path for _, e in self._locals(frame) if any(overlaps(e.where, r) for r in ranges)}
+        names |= {f"input `{e.path}`" for e in self.inputs if any(overlaps(e.where, r) for r in ranges)}
+        if names and len(self.line_hits) < 8:
+            self.line_hits.append(sorted(names))
+
+
+_MISSING = object()

@@ -1,0 +1,141 @@
+"""The sandbox through the real command line, on a git repository made for the test."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from reviewer import config
+from reviewer.changes import build_changeset
+from reviewer.cli import build_parser, main, resolve_settings, review_changeset, write_report
+from reviewer.rules import all_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LOOK_ALIKE = """\
+import torch
+def f(x: torch.Tensor):
+    return torch.tensor(x)
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rules' own invalid examples, one per file."""
+    repo = tmp_path_factory.mktemp("repo")
+    _git(repo, "init", "-q")
+    for rule in all_rules():
+        for i, case in enumerate(rule.INVALID):
+            (repo / f"{rule.code.lower()}_{i}.py").write_text(case.source)
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "examples")
+    return repo
+
+
+def _run(repo: Path, *args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--repo", str(repo), "--all", "--offline", *args], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def report(repo: Path) -> dict:
+    code, out, err = _run(repo, "--format", "json", "--device", "cpu")
+    assert code == 1, err
+    return json.loads(out)
+
+
+def test_every_rule_example_is_verified(report: dict) -> None:
+    by_rule: dict[str, list[str]] = {}
+    for f in report["findings"]:
+        by_rule.setdefault(f["rule"], []).append(f["verification"]["status"])
+        assert f["verification"]["device"] == "cpu"
+        assert f["verification"]["evidence"]
+    assert set(by_rule) == {"RC301", "RC302", "RC321"}
+    assert by_rule["RC301"] == ["confirmed"] * 4
+    assert by_rule["RC302"] == ["confirmed"] * 2
+    # The second RC321 example's fix leaves `y.cpu().numpy()`, which still raises with grad.
+    assert sorted(by_rule["RC321"]) == ["confirmed", "confirmed", "inconclusive"]
+    assert report["stats"]["sandbox_runs"] == 9
+
+
+def test_stats_say_how_isolation_was_done(report: dict) -> None:
+    stats = report["stats"]
+    assert stats["sandbox_network"] == "namespace" or stats["sandbox_network"].startswith("not isolated: ")
+    assert stats["sandbox_devices"] == "cpu"
+
+
+def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path) -> None:
+    # torch.as_tensor(x) is x: the fix turns a copy into an alias (a wrong suggestion).
+    target = repo / "alias_fix.py"
+    target.write_text(LOOK_ALIKE)
+    try:
+        from reviewer.findings import Category, Finding, Report, Severity, Suggestion
+        from reviewer.verify import make_stage
+
+        f = Finding("alias_fix.py", 3, 3, Category.COPY_CONSTRUCT, "RC301", Severity.WARNING, "m",
+                    suggestion=Suggestion(3, 3, "    return torch.as_tensor(x)\n"))
+
+        class Static:
+            def __init__(self) -> None:
+                self.texts = {"alias_fix.py": LOOK_ALIKE}
+
+        class Settings:
+            device = "cpu"
+
+        out = make_stage(Settings(), io.StringIO())(Report(findings=[f]), Static())
+    finally:
+        target.unlink()
+    assert out.findings == []
+    (dropped,) = out.dropped
+    assert dropped.finding.verification.status.value == "refuted"
+    assert dropped.reason.startswith("sandbox refuted: ")
+    assert "shares memory with input `x`" in dropped.reason
+    assert out.stats.sandbox_runs == 1
+
+
+def test_no_sandbox_gives_not_run(repo: Path) -> None:
+    _code, out, _ = _run(repo, "--format", "json", "--no-sandbox")
+    data = json.loads(out)
+    assert {f["verification"]["status"] for f in data["findings"]} == {"not-run"}
+    assert data["stats"]["sandbox_runs"] == 0
+
+
+def test_text_markdown_sarif_and_github_show_the_verdict(repo: Path) -> None:
+    args = build_parser().parse_args(["--repo", str(repo), "--all", "--offline", "--device", "cpu", str(repo / "rc302_0.py")])
+    settings = resolve_settings(args, config.FileConfig(), {})
+    changeset = build_changeset(settings.request)
+    report, rules = review_changeset(settings, changeset, io.StringIO())
+    markers = {
+        "text": "sandbox confirmed on cpu: ",
+        "markdown": "✅ sandbox confirmed on cpu",
+        "github": "sandbox confirmed on cpu: ",
+        "sarif": '"status": "confirmed"',
+    }
+    for fmt, marker in markers.items():
+        out = io.StringIO()
+        write_report(replace(settings, fmt=fmt), report, rules, changeset.description, out)
+        text = out.getvalue()
+        assert marker in text, fmt
+        assert "shares memory with input `x`" in text.replace("\n  ", " "), fmt
+
+
+def test_the_reviewer_process_never_imports_torch(repo: Path) -> None:
+    script = (
+        "import io, sys; sys.path.insert(0, sys.argv[1]); from reviewer.cli import main; "
+        "args = ['--repo', sys.argv[2], '--all', '--offline', '--format', 'json', sys.argv[2] + '/rc301_0.py']; "
+        "code = main(args, stdout=io.StringIO(), stderr=io.StringIO()); "
+        "print(code, 'torch' in sys.modules, 'numpy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(ROOT), str(repo)], capture_output=True, text=True, timeout=240)
+    assert out.stdout.split() == ["1", "False", "False"], out.stderr[-2000:]

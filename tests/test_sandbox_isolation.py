@@ -1,0 +1,292 @@
+"""The sandbox seen from outside: what a hostile probe can reach, and that it is stopped.
+
+Each hostile probe is the body of a function a finding points at. It reports what it
+could reach by raising an error, whose text ends up in the verdict's evidence. The
+reviewer is a separate process started with the secrets in its environment, as in CI.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import finding, worker
+
+from reviewer.findings import Report, Status
+from reviewer.verify import Verifier
+from sandbox.client import Sandbox
+from sandbox.isolate import Limits
+
+SECRET = "sk-sandbox-test-4f1c9e"
+ROOT = Path(__file__).resolve().parent.parent
+
+LEAK = f'''
+import os
+def leak(x):
+    found = [k for k in ("OPENAI_API_KEY", "GITHUB_TOKEN") if os.environ.get(k)]
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{{pid}}/environ", "rb") as fh:
+                    if b"{SECRET}" in fh.read():
+                        found.append("/proc/" + pid)
+            except OSError:
+                pass
+    raise RuntimeError("found=" + (",".join(found) or "nothing") + " ppid=" + str(os.getppid()))
+'''
+
+CONNECT = '''
+import socket
+def call_home(x):
+    outcome = []
+    for family, address in ((socket.AF_INET, ("127.0.0.1", __PORT__)), (socket.AF_UNIX, __UNIX__)):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(2)
+        try:
+            s.connect(address)
+            outcome.append("connected")
+        except OSError as exc:
+            outcome.append(type(exc).__name__)
+        finally:
+            s.close()
+    raise RuntimeError("connect=" + ",".join(outcome))
+'''
+
+WRITE = '''
+import os
+def scribble(x):
+    results = []
+    for path in __TARGETS__:
+        try:
+            with open(path, "w") as fh:
+                fh.write("escaped")
+            results.append("wrote")
+        except OSError as exc:
+            results.append(type(exc).__name__)
+    with open("inside.txt", "w") as fh:
+        fh.write("fine")
+    results.append("inside=" + str(os.path.exists("inside.txt")))
+    raise RuntimeError("write=" + ",".join(results))
+'''
+
+REVIEWER = '''
+import io, json, sys
+sys.path.insert(0, sys.argv[1])
+from reviewer.findings import Category, Finding, Severity
+from reviewer.verify import Verifier
+from sandbox.client import Sandbox
+from sandbox.isolate import Limits
+cases = json.loads(sys.argv[2])
+out = {}
+with Sandbox(Limits(wall_seconds=15, cpu_seconds=10)) as sb:
+    out["isolation"] = sb.info.isolation
+    out["caps"] = sb.info.caps
+    verifier = Verifier(sb, "cpu", io.StringIO())
+    for name, (code, line) in cases.items():
+        f = Finding("hostile.py", line, line, Category.ALIAS_MUTATION, "X999", Severity.WARNING, "m")
+        v = verifier.verification(f, code, ["cpu"])
+        out[name] = [v.status.value, v.evidence]
+print(json.dumps(out))
+'''
+
+
+class Listener:
+    """A TCP and a UNIX listener of the test process, counting connections."""
+
+    def __init__(self, unix_path: Path) -> None:
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.bind(("127.0.0.1", 0))
+        self.tcp.listen(8)
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(str(unix_path))
+        self.unix.listen(8)
+        self.accepted = 0
+        self._stop = False
+        self._threads = [threading.Thread(target=self._accept, args=(s,), daemon=True) for s in (self.tcp, self.unix)]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def port(self) -> int:
+        return self.tcp.getsockname()[1]
+
+    def _accept(self, s: socket.socket) -> None:
+        s.settimeout(0.2)
+        while not self._stop:
+            try:
+                conn, _ = s.accept()
+                self.accepted += 1
+                conn.close()
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self._stop = True
+        for t in self._threads:
+            t.join(timeout=2)
+        self.tcp.close()
+        self.unix.close()
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory):
+    """Runs the hostile probes from a reviewer process whose environment holds secrets."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    listener = Listener(tmp / "host.sock")
+    targets = [str(tmp / "escaped.txt"), str(ROOT / "escaped-into-repo.txt"), "/escaped-at-root.txt"]
+    cases = {
+        "leak": (LEAK, 3),
+        "connect": (CONNECT.replace("__PORT__", str(listener.port)).replace("__UNIX__", repr(str(tmp / "host.sock"))), 3),
+        "write": (WRITE.replace("__TARGETS__", repr(targets)), 3),
+    }
+    cases = {k: (textwrap.dedent(code).lstrip("\n"), line) for k, (code, line) in cases.items()}
+    env = {**os.environ, "OPENAI_API_KEY": SECRET, "GITHUB_TOKEN": SECRET}
+    try:
+        proc = subprocess.run([sys.executable, "-c", REVIEWER, str(ROOT), json.dumps(cases)], env=env, capture_output=True, text=True, timeout=240)
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    result["accepted"] = listener.accepted
+    result["targets"] = targets
+    yield result
+    for t in targets:
+        Path(t).unlink(missing_ok=True)
+
+
+def test_probe_cannot_read_the_reviewers_secrets(hostile) -> None:
+    status, evidence = hostile["leak"]
+    assert status == "inconclusive"
+    assert "found=nothing" in evidence
+    assert SECRET not in evidence
+
+
+def test_probe_cannot_reach_host_sockets(hostile) -> None:
+    status, evidence = hostile["connect"]
+    assert status == "inconclusive"
+    assert "connect=" in evidence and "connected" not in evidence
+    assert hostile["accepted"] == 0
+
+
+def test_probe_cannot_write_outside_its_temp_dir(hostile) -> None:
+    _status, evidence = hostile["write"]
+    assert "write=" in evidence, evidence
+    assert "wrote" not in evidence
+    assert "inside=True" in evidence
+    for target in hostile["targets"]:
+        assert not Path(target).exists(), target
+
+
+def test_isolation_is_reported(hostile) -> None:
+    iso = hostile["isolation"]
+    if hostile["caps"].get("namespaces"):
+        assert iso["sandbox_network"] == "namespace"
+        assert iso["sandbox_processes"] == "pid namespace"
+    else:
+        assert iso["sandbox_network"].startswith("not isolated: ")
+
+
+# ------------------------------------------------------------------ limits
+
+FORK_BOMB = """
+import os
+def spread(x):
+    while True:
+        try:
+            if os.fork() == 0:
+                os.setsid()
+        except OSError:
+            pass
+"""
+
+HOG = """
+import torch
+def hog(x):
+    chunks = []
+    while True:
+        chunks.append(torch.empty(1 << 27))
+"""
+
+SPIN = """
+def spin(x):
+    while True:
+        pass
+"""
+
+GOOD = """
+import torch
+def norm(x):
+    y = x.float()
+    y -= y.mean()
+    return y
+"""
+
+
+def _probe_processes(uid: int | None) -> list[int]:
+    if uid is None:
+        return []
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uid_line = next((line for line in status.splitlines() if line.startswith("Uid:")), "")
+        if str(uid) in uid_line.split():
+            found.append(int(pid))
+    return found
+
+
+def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
+    sb = worker()
+    saved = sb.limits
+    sb.limits = Limits(wall_seconds=5, cpu_seconds=2, memory_bytes=3 << 30)
+    try:
+        report = Report()
+        for code, line, category in ((FORK_BOMB, 4, "alias-mutation"), (HOG, 5, "alias-mutation"), (SPIN, 3, "alias-mutation")):
+            f, _text = finding(code, line, category, path=f"hostile{line}{len(code)}.py")
+            report.findings.append(f)
+        good, _good_text = finding(GOOD, 3, "alias-mutation", fix="y = x.float().clone()")
+        report.findings.append(good)
+        texts = {f.path: text for f, text in zip(report.findings, [textwrap.dedent(c).lstrip("\n") for c in (FORK_BOMB, HOG, SPIN, GOOD)])}
+        started = time.monotonic()
+        out = Verifier(sb, "cpu", io.StringIO()).verify(report, texts)
+        elapsed = time.monotonic() - started
+    finally:
+        sb.limits = saved
+    statuses = [f.verification.status for f in out.findings]
+    assert statuses[:3] == [Status.INCONCLUSIVE] * 3
+    bomb, hog, spin, ok = (f.verification.evidence for f in out.findings)
+    assert "wall-clock limit of 5 s" in bomb, bomb
+    assert "can't allocate memory" in hog, hog
+    assert "CPU-time limit of 2 s" in spin, spin
+    assert statuses[3] is Status.CONFIRMED, ok
+    assert elapsed < 5 + 2 + 2 + 8
+    assert out.stats.sandbox_runs == 4
+    time.sleep(0.2)
+    assert _probe_processes(sb.info.caps.get("probe_uid")) == [], "a forked or setsid process outlived its probe"
+
+
+def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:
+    with Sandbox(Limits(wall_seconds=4, cpu_seconds=2), isolation="none") as sb:
+        assert sb.info.isolation["sandbox_network"].startswith("not isolated: ")
+        spin, spin_text = finding(SPIN, 3, "alias-mutation")
+        leak, leak_text = finding(LEAK, 3, "alias-mutation")
+        verifier = Verifier(sb, "cpu", io.StringIO())
+        os.environ["OPENAI_API_KEY"] = SECRET
+        try:
+            v_leak = verifier.verification(leak, leak_text, ["cpu"])
+        finally:
+            del os.environ["OPENAI_API_KEY"]
+        v_spin = verifier.verification(spin, spin_text, ["cpu"])
+    assert "env" not in v_leak.evidence.split("found=")[1].split()[0]
+    assert v_spin.status is Status.INCONCLUSIVE and "limit" in v_spin.evidence
