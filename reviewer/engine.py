@@ -111,6 +111,7 @@ def to_finding(rule: type[Rule], hit: Hit, parsed: ParsedFile, changed: frozense
         suggestion=suggestion,
         code=code,
         column=pos.start.column + 1,
+        probe=hit.probe,
     )
 
 

@@ -33,7 +33,11 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 COPY_OPS = frozenset(
-    {"aten::clone", "aten::_to_copy", "aten::copy_", "aten::copy", "aten::lift_fresh_copy", "aten::_copy_from", "aten::_copy_from_and_resize"}
+    {
+        "aten::clone", "aten::_to_copy", "aten::copy_", "aten::copy", "aten::lift_fresh_copy", "aten::_copy_from", "aten::_copy_from_and_resize",
+        # Layout conversions materialise a full copy (densifying writes every zero).
+        "aten::_to_dense", "aten::to_dense", "aten::_to_sparse", "aten::to_sparse",
+    }
 )
 GATHER_OPS = frozenset({"aten::index", "aten::index_select", "aten::gather", "aten::masked_select", "aten::take"})
 # Ops whose "write" changes metadata, not data.
@@ -136,7 +140,7 @@ class Recorder(TorchDispatchMode):
         if name in COPY_OPS:
             dst = args[0] if name.endswith("_") and args else out
             if isinstance(dst, torch.Tensor):
-                self.copy_bytes += dst.numel() * dst.element_size()
+                self.copy_bytes += _stored_bytes(dst)
                 self.copy_ops[op] += 1
         elif name in GATHER_OPS and isinstance(out, torch.Tensor):
             self.gather_bytes += out.numel() * out.element_size()
@@ -549,3 +553,10 @@ class LineWatch:
 
 
 _MISSING = object()
+
+
+def _stored_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor really holds: a sparse COO tensor stores its values and indices only."""
+    if t.layout == torch.sparse_coo:
+        return t._values().numel() * t.element_size() + t._indices().numel() * t._indices().element_size()
+    return t.numel() * t.element_size()

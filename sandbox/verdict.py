@@ -21,6 +21,9 @@ from typing import Any
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not-run"
 NOT_APPLICABLE = "n/a"
 
+# Recipes whose bug changes the values computed from the shared tensor.
+_VALUE_BUGS = frozenset(("alias", "snapshot", "input-mutation"))
+
 _VARIANT_WORDS = {"plain": "with plain inputs", "grad": "with inputs that require grad", "strided": "with non-contiguous inputs"}
 
 
@@ -75,28 +78,35 @@ def _mutated(side: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def fix_breaks(records: Records) -> str | None:
     """Why the fix is wrong where the original ran, or None."""
+    found = fix_break(records)
+    return found[1] if found else None
+
+
+def fix_break(records: Records) -> tuple[str, str] | None:
+    """(kind, why) the fix is wrong where the original ran: kind is raises, result, inputs,
+    mutates or aliases."""
     for variant, o, f, cmp in _pairs(records):
         if not _ok(o) or f is None:
             continue
         words = _VARIANT_WORDS.get(variant, f"in the {variant} run")
         if not _ok(f):
-            return f"the fix raises where the original ran ({words}): {short_error(f.get('error'))}"
+            return "raises", f"the fix raises where the original ran ({words}): {short_error(f.get('error'))}"
         if cmp.get("outputs"):
-            return "the fix changes the result: " + _diff_text(cmp["outputs"][0])
+            return "result", "the fix changes the result: " + _diff_text(cmp["outputs"][0])
         if cmp.get("at_time"):
-            return "with the fix the value differs when it is taken: " + _diff_text(cmp["at_time"][0])
+            return "result", "with the fix the value differs when it is taken: " + _diff_text(cmp["at_time"][0])
         o_mut, f_mut = _mutated(o), _mutated(f)
         for d in cmp.get("final_inputs", []):
             if (d["path"] in o_mut) != (d["path"] in f_mut):
                 continue  # the mutation the fix removes (or adds: reported below)
-            return "the fix changes what the inputs hold afterwards: " + _diff_text(d)
+            return "inputs", "the fix changes what the inputs hold afterwards: " + _diff_text(d)
         for name in f_mut:
             if name not in o_mut:
-                return f"the fix modifies input `{name}`, which the original left alone ({words})"
+                return "mutates", f"the fix modifies input `{name}`, which the original left alone ({words})"
         o_alias = {(a["output"], a["input"]) for a in o.get("out_aliases", [])}
         for a in f.get("out_aliases", []):
             if (a["output"], a["input"]) not in o_alias and not any(a["input"] == i for _, i in o_alias):
-                return f"the fix's result `{a['output']}` shares memory with input `{a['input']}`, the original's did not ({words})"
+                return "aliases", f"the fix's result `{a['output']}` shares memory with input `{a['input']}`, the original's did not ({words})"
     return None
 
 
@@ -419,13 +429,17 @@ def decide(answer: dict[str, Any], recipes: tuple[str, ...], has_fix: bool) -> D
     why = _not_runnable(records)
     if why:
         return Decision(INCONCLUSIVE, f"could not run the code: {why}")
-    broken = fix_breaks(records) if has_fix else None
-    if broken:
-        return Decision(REFUTED, broken, "fix")
+    broken = fix_break(records) if has_fix else None
     decisions = [(name, DECIDERS[name](records, answer, has_fix)) for name in recipes if name in DECIDERS]
-    for name, d in decisions:
-        if d.status == CONFIRMED:
-            return Decision(CONFIRMED, d.evidence, name)
+    confirmed = next(((n, d) for n, d in decisions if d.status == CONFIRMED), None)
+    if broken and broken[0] == "result" and confirmed and confirmed[0] in _VALUE_BUGS:
+        # Aliasing and stale snapshots change what is computed from the shared tensor:
+        # with the fix those results differ because the bug is gone.
+        return Decision(CONFIRMED, f"{confirmed[1].evidence}; results computed from it differ with the fix, as the bug implies", confirmed[0])
+    if broken:
+        return Decision(REFUTED, broken[1], "fix")
+    if confirmed:
+        return Decision(CONFIRMED, confirmed[1].evidence, confirmed[0])
     applicable = [(n, d) for n, d in decisions if d.status != NOT_APPLICABLE]
     if applicable and all(d.status == REFUTED for _, d in applicable):
         return Decision(REFUTED, applicable[0][1].evidence, applicable[0][0])

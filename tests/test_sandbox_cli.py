@@ -61,12 +61,16 @@ def test_every_rule_example_is_verified(report: dict) -> None:
         by_rule.setdefault(f["rule"], []).append(f["verification"]["status"])
         assert f["verification"]["device"] == "cpu"
         assert f["verification"]["evidence"]
-    assert set(by_rule) == {"RC301", "RC302", "RC321"}
+    statuses = [s for v in by_rule.values() for s in v]
+    # Every rule's invalid example is a true positive: none may be refuted (dropped), and most are confirmed.
     assert by_rule["RC301"] == ["confirmed"] * 4
     assert by_rule["RC302"] == ["confirmed"] * 2
     # The second RC321 example's fix leaves `y.cpu().numpy()`, which still raises with grad.
     assert sorted(by_rule["RC321"]) == ["confirmed", "confirmed", "inconclusive"]
-    assert report["stats"]["sandbox_runs"] == 9
+    assert statuses.count("confirmed") >= 0.75 * len(statuses)
+    # Writes into a NumPy array bypass torch's dispatcher: the one example of them is not confirmed.
+    assert [d["path"] for d in report["dropped"]] == ["rc105_1.py"]
+    assert report["stats"]["sandbox_runs"] >= len(statuses)
 
 
 def test_stats_say_how_isolation_was_done(report: dict) -> None:

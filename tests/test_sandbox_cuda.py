@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 
 import pytest
-from sandbox_helpers import finding, worker
 
 from reviewer.findings import Status
 from reviewer.verify import Verifier
+from tests.sandbox_helpers import finding, worker
 
 pytestmark = pytest.mark.cuda
 

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import finding, worker
 
 from reviewer.findings import Report, Status
 from reviewer.verify import Verifier
 from sandbox.client import Sandbox
 from sandbox.isolate import Limits
+from tests.sandbox_helpers import finding, worker
 
 SECRET = "sk-sandbox-test-4f1c9e"
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from sandbox_cases import CASES, Case
-from sandbox_helpers import finding, verify, worker
 
 from reviewer.findings import Status
+from tests.sandbox_cases import CASES, Case
+from tests.sandbox_helpers import finding, verify, worker
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

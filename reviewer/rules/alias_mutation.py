@@ -58,7 +58,7 @@ class _WriteThroughAlias(Rule):
     VIAS: ClassVar[frozenset[str]] = frozenset()
     category = Category.ALIAS_MUTATION
     severity = Severity.WARNING
-    probe = "input-mutation"
+    probe = "alias, input-mutation"
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for write in flow.of(Write):
@@ -481,7 +481,7 @@ class WriteThroughConversionSelf(_WriteThroughAlias):
     name = "write-through-conversion-self"
     prefilter = (".to(", "cpu(", "cuda(", "float(", "double(", "half(", "contiguous(", "reshape(", "flatten(", "type(")
     VIAS = frozenset(("to", "reshape"))
-    probe = "input-mutation-variants"
+    probe = "alias, input-mutation"
 
     VALID = (
         Valid(

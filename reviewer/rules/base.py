@@ -67,8 +67,9 @@ class Hit:
     message: str
     replace: tuple[cst.CSTNode, cst.CSTNode] | None = None
     anchors: tuple[cst.CSTNode, ...] = ()
-    # A short note of what the sandbox should watch (a name to snapshot, an argument...).
-    probe_hint: str = ""
+    # Python source that builds inputs and calls the function, when the sandbox could not
+    # guess them from the signature (a sparse tensor, say); contract §4's `probe`.
+    probe: str = ""
 
 
 class Rule:

@@ -234,7 +234,7 @@ class InplaceOnLeafRequiringGrad(Rule):
     category = Category.INPLACE_AUTOGRAD
     severity = Severity.ERROR
     prefilter = ("_(", "=")
-    probe = "raises"
+    probe = "leaf-inplace"
 
     VALID = (
         Valid(

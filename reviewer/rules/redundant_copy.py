@@ -11,7 +11,7 @@ from reviewer.findings import Category, Severity
 from reviewer.flow import Bind, Call, FunctionFlow, Store, Use, Write, code_of, short_code
 from reviewer.flowquery import name_of, overlaps
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind, Tri
+from reviewer.values import Device, Kind, Tri
 
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
 _QUANTIZERS = frozenset(
@@ -149,7 +149,7 @@ class CloneBeforeCopyingConversion(Rule):
 
     ## Example
     ```python
-    host = activations.clone().cpu()
+    host = activations.clone().cpu()     # activations on the GPU
     ```
 
     ## Use instead
@@ -178,32 +178,44 @@ class CloneBeforeCopyingConversion(Rule):
             """,
             ".numpy() does not copy: the clone is needed",
         ),
-    )
-    INVALID = (
-        Invalid(
+        Valid(
             """
             import torch
             def f(x: torch.Tensor):
                 return x.clone().cpu()
             """,
-            line=3,
+            "x may already be on the CPU, where .cpu() returns it: the clone is the copy",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                x = torch.randn(8).cuda()
+                return x.clone().cpu()
+            """,
+            line=4,
             fix="""
             import torch
-            def f(x: torch.Tensor):
+            def f():
+                x = torch.randn(8).cuda()
                 return x.to("cpu", copy=True)
             """,
         ),
         Invalid(
             """
             import torch
-            def f(x: torch.Tensor, device):
-                return x.clone().to(device)
+            def f():
+                x = torch.randn(8)
+                return x.clone().to(torch.float16)
             """,
-            line=3,
+            line=4,
             fix="""
             import torch
-            def f(x: torch.Tensor, device):
-                return x.to(device, copy=True)
+            def f():
+                x = torch.randn(8)
+                return x.to(torch.float16, copy=True)
             """,
         ),
         Invalid(
@@ -234,8 +246,12 @@ class CloneBeforeCopyingConversion(Rule):
                 continue
             args: list[cst.Arg] | None = None
             if name == "to" and event.call.args and not any(a.keyword is not None and a.keyword.value == "copy" for a in event.call.args):
+                if not _surely_converts(event):
+                    continue
                 args = clean_args([*event.call.args, kwarg("copy", cst.Name("True"))])
             elif name in _COPYING_CONVERSIONS and not event.call.args:
+                if not _changes_device(event.receiver.device, name):
+                    continue
                 args = [cst.Arg(cst.SimpleString(_COPYING_CONVERSIONS[name])), kwarg("copy", cst.Name("True"))]
                 args = clean_args(args)
             elif name in api.DTYPE_METHODS and not event.call.args and torch_name and event.receiver.dtype != api.DTYPE_METHODS[name]:
@@ -248,6 +264,21 @@ class CloneBeforeCopyingConversion(Rule):
                 "thrown away at once. `.to(..., copy=True)` makes exactly one copy in every case."
             )
             yield Hit(event.node, message, (event.node, method(base, "to", args)))
+
+
+def _changes_device(device: Device, method_name: str) -> bool:
+    """`.cpu()` copies only a GPU tensor, `.cuda()` only a CPU one."""
+    return device is (Device.CUDA if method_name == "cpu" else Device.CPU)
+
+
+def _surely_converts(event: Call) -> bool:
+    """`.to(...)` whose result surely differs from its input in device or dtype (so it copies)."""
+    recv, result = event.receiver, event.result
+    if recv is None:
+        return False
+    if result.dtype is not None and recv.dtype is not None and result.dtype != recv.dtype:
+        return True
+    return {recv.device, result.device} == {Device.CPU, Device.CUDA}
 
 
 class CloneThenDetach(Rule):
@@ -649,6 +680,14 @@ class DensifyToCopy(Rule):
                 f"`{short_code(event.node)}` copies a sparse tensor through a dense one: every zero is materialised (full-size memory) "
                 f"for a copy that `{short_code(base)}.clone().coalesce()` makes at sparse size."
             )
-            yield Hit(event.node, message, (event.node, chain(atom(base), "clone", "coalesce")))
+            yield Hit(event.node, message, (event.node, chain(atom(base), "clone", "coalesce")), probe=_sparse_probe(flow, base))
 
 
+
+
+def _sparse_probe(flow: FunctionFlow, base: cst.BaseExpression) -> str:
+    """A call of the function with a sparse tensor for the densified argument."""
+    scope = flow.scope
+    if scope is None or scope.kind != "function" or not isinstance(base, cst.Name) or list(flow.params) != [base.value]:
+        return ""
+    return f"import torch\n{scope.name}(torch.eye(4).to_sparse())\n"

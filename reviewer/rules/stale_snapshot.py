@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from reviewer.cstutil import atom, call_method_name, chain, dotted_expr, receiver_of
+from reviewer.cstutil import atom, call_method_name, chain, dotted_expr, method, receiver_of
 from reviewer.findings import Category, Severity
 from reviewer.flow import Bind, Event, FunctionFlow, Store, Use, Write, short_code
 from reviewer.flowquery import alias_pairs, calls_with, deliberate_write, loop_of, name_of, overlaps
@@ -50,6 +50,16 @@ def _copy_module(flow: FunctionFlow) -> str | None:
     return None
 
 
+def _clone_items(source: cst.BaseExpression) -> cst.DictComp:
+    """`{k: v.detach().clone() for k, v in source.items()}`: a copy that needs no import."""
+    k, v = cst.Name("k"), cst.Name("v")
+    return cst.DictComp(
+        key=k,
+        value=chain(v, "detach", "clone"),
+        for_in=cst.CompFor(target=cst.Tuple([cst.Element(k), cst.Element(v)], lpar=[], rpar=[]), iter=method(atom(source), "items")),
+    )
+
+
 def _deepcopy_fix(flow: FunctionFlow, expr: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode]:
     inner = expr
     # d.copy() and dict(d) are shallow: deep-copy the original instead.
@@ -57,12 +67,17 @@ def _deepcopy_fix(flow: FunctionFlow, expr: cst.BaseExpression) -> tuple[cst.CST
         inner = receiver_of(expr)
     elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict" and len(expr.args) == 1:
         inner = expr.args[0].value
-    spelled = _copy_module(flow) or "copy.deepcopy"
+    spelled = _copy_module(flow)
+    if spelled is None:
+        # Without `import copy` a deepcopy suggestion would not run: copy the tensors instead.
+        return expr, _clone_items(inner)
     return expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(inner)])
 
 
-def _needs_import(flow: FunctionFlow) -> str:
-    return "" if _copy_module(flow) else " (add `import copy`)"
+def _remedy(flow: FunctionFlow) -> str:
+    if _copy_module(flow):
+        return "Use `copy.deepcopy(...)`"
+    return "Copy the tensors (`{k: v.detach().clone() for k, v in ....items()}`, or `copy.deepcopy(...)` after `import copy`)"
 
 
 class StateDictSnapshot(Rule):
@@ -175,9 +190,10 @@ class StateDictSnapshot(Rule):
                         optimizer.step()
                     if loss.item() < best:
                         best = loss.item()
-                        best_state = copy.deepcopy(model.state_dict())
+                        best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
                 return best_state
             """,
+            note="no `import copy` in the file: the fix copies the tensors itself",
         ),
         Invalid(
             """
@@ -224,7 +240,7 @@ class StateDictSnapshot(Rule):
             how = "a shallow copy of a state_dict, whose tensors are still the live ones" if value.via == "shallow-copy" else "`state_dict()` returns references to the live tensors, not copies"
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
-                f"changes them, so `{bind.name}` read at line {read.line} holds the new values. Use `copy.deepcopy(...)`{_needs_import(flow)}."
+                f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
             )
             yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr), anchors=(read.node,))
 
@@ -541,8 +557,8 @@ class ShallowCopySnapshot(Rule):
             element = value.element
             if value.kind is Kind.TENSOR:
                 roots = value.roots
-            elif element is not None and element.kind is Kind.TENSOR:
-                roots = element.roots
+            elif element is not None and element.kind is Kind.TENSOR and not element.leaf:
+                roots = element.roots  # (parameter lists are RC152's)
             else:
                 continue
             change = next((w for w in flow.after(bind) if isinstance(w, Write) and overlaps(w.target.roots, roots) and name_of(w.target_node) != bind.name), None)
