@@ -24,6 +24,9 @@ from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Val
 MAX_LOOP_NESTING_REPLAYED = 3
 # The storage root written by an optimizer.step() whose parameters are not known.
 ANY_PARAMS = "params:*"
+# Gradient tensors of any parameter, and an optimizer's state tensors.
+ANY_GRAD = "grad:*"
+OPTIMIZER_STATE = "optstate"
 _BUFFER_NAMES = frozenset(("running_mean", "running_var", "num_batches_tracked"))
 _MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 
@@ -137,6 +140,7 @@ class Saved:
     # Whether the graph that saved it is surely attached (a parameter or requires_grad input).
     attached: bool = False
     in_forward: bool = False
+    node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,9 @@ class _Interpreter:
         self.module_class = module_class
         self.current: cst.CSTNode | None = None
         self.current_line: cst.CSTNode | None = None
+        # Saves made by the op being evaluated: they join its result's graph.
+        self.pending: list[int] = []
+        self.scalar_defaults: set[str] = set()
         self.class_methods: set[str] = set()
         if scope is not None and scope.class_node is not None:
             self.class_methods = {s.name.value for s in scope.class_node.body.body if isinstance(s, cst.FunctionDef)}
@@ -254,11 +261,16 @@ class _Interpreter:
     def tensor(self, node: cst.CSTNode, *inputs: Value, grad: Tri | None = None, origin: str = "") -> Value:
         device = Device.UNKNOWN
         dtype = None
+        graph: frozenset[int] = frozenset(self.pending)
+        self.pending = []
         for v in inputs:
-            if v.kind is Kind.TENSOR:
+            graph |= v.graph
+            if v.kind in (Kind.TENSOR, Kind.UNKNOWN):
                 device = v.device if device is Device.UNKNOWN else device.join(v.device) if v.device is not Device.UNKNOWN else device
+            if v.kind is Kind.TENSOR:
                 dtype = dtype or v.dtype
         return Value(
+            graph=graph,
             kind=Kind.TENSOR,
             grad=self.grad_of(*inputs) if grad is None else grad,
             device=device,
@@ -269,16 +281,23 @@ class _Interpreter:
             line=self.line(node),
         )
 
+    def with_save(self, value: Value, index: int | None) -> Value:
+        self.pending = []
+        return value if index is None else value.but(graph=value.graph | {index})
+
     def record(self, node: cst.CSTNode, value: Value) -> Value:
         if not self.silent:
             self.flow.values[node] = value
         return value
 
-    def save(self, value: Value, node: cst.CSTNode, op: str, attached: bool = False) -> None:
+    def save(self, value: Value, node: cst.CSTNode, op: str, attached: bool = False) -> int | None:
         if self.silent or self.no_grad or value.kind is not Kind.TENSOR:
-            return
+            return None
         in_forward = self.module_class and self.scope is not None and self.scope.name == "forward"
-        self.flow.saved.append(Saved(value.roots, self.line(node), op, next(self.counter), tuple(self.loop_stack), attached, in_forward))
+        index = next(self.counter)
+        self.flow.saved.append(Saved(value.roots, self.line(node), op, index, tuple(self.loop_stack), attached, in_forward, node))
+        self.pending.append(index)
+        return index
 
     # ------------------------------------------------------------- parameters
 
@@ -289,6 +308,7 @@ class _Interpreter:
         for star in (fn.params.star_arg, fn.params.star_kwarg):
             if isinstance(star, cst.Param):
                 self.state[star.name.value] = Value(kind=Kind.TUPLE if star is fn.params.star_arg else Kind.DICT, roots=frozenset((f"arg:{star.name.value}",)))
+        self.scalar_defaults = {p.name.value for p in params if isinstance(p.default, (cst.Integer, cst.Float, cst.UnaryOperation))}
         for index, param in enumerate(params):
             name = param.name.value
             if index == 0 and name in ("self", "cls") and self.scope is not None and self.scope.kind == "method":
@@ -319,6 +339,14 @@ class _Interpreter:
         if kind is Kind.OPTIMIZER:
             return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=frozenset((f"params:?{name}",)), origin=f"argument `{name}`")
         return Value(kind=kind, roots=roots, origin=f"argument `{name}`")
+
+    def is_local_module_class(self, name: str) -> bool:
+        classes = [sc.node for sc in self.file.scopes if sc.kind == "class" and sc.name == name and isinstance(sc.node, cst.ClassDef)]
+        return any(is_module_class(self.file, c) for c in classes)
+
+    def scalar_param(self, name: str) -> bool:
+        """A parameter with a number default or a numeric-sounding name (lr, eps, total...)."""
+        return bool(_SCALAR_NAME.search(name)) or name in self.scalar_defaults
 
     def is_forward_input(self, param: cst.Param) -> bool:
         if not (self.module_class and self.scope is not None and self.scope.name == "forward"):
@@ -354,11 +382,14 @@ class _Interpreter:
                 return Kind.OTHER
             if q in ("numpy.ndarray", "np.ndarray"):
                 return Kind.NDARRAY
+            if self.is_local_module_class(q):
+                return Kind.MODULE
         return Kind.UNKNOWN
 
     # ---------------------------------------------------------------- statements
 
     def run_function(self, fn: cst.FunctionDef) -> FunctionFlow:
+        self.state.update({k: v for k, v in module_constants(self.file).items() if k not in self.state})
         for decorator in fn.decorators:
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
@@ -447,6 +478,11 @@ class _Interpreter:
         if is_tensor:
             as_tensor = current if current.kind is Kind.TENSOR else current.but(kind=Kind.TENSOR, roots=current.roots or frozenset((f"arg:{key}",)))
             return {key: as_tensor}, {key: current.but(kind=Kind.OTHER, grad=Tri.NO) if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
+        quals = [q for node in kinds for q in (self.qualnames(node) or (_dotted(node),))]
+        if quals and all(q.startswith("torch.nn.") and q.rsplit(".", 1)[-1][:1].isupper() for q in quals):
+            has_params = Tri.NO if all(q.rsplit(".", 1)[-1] in api.PARAMETERLESS_MODULES for q in quals) else Tri.YES
+            roots = current.roots or frozenset((f"params:{key}",))
+            return {key: current.but(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=roots)}, {}
         return {key: current.but(kind=Kind.OTHER, grad=Tri.NO)}, {}
 
     def with_block(self, stmt: cst.With) -> None:
@@ -515,6 +551,10 @@ class _Interpreter:
         elif isinstance(small, cst.Assign):
             value = self.ev(small.value)
             for target in small.targets:
+                key = _dotted(target.target) if isinstance(target.target, (cst.Name, cst.Attribute)) else ""
+                if key and value.kind is Kind.TENSOR and value.attached and key in _names_in_expr(small.value):
+                    # `total = total + loss`: an accumulation written out of place.
+                    self.emit(Accumulate, small, name=key, value=value, value_node=small.value, before=self.state.get(key, UNKNOWN))
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):
             if small.value is not None:
@@ -543,6 +583,10 @@ class _Interpreter:
                 value = value.but(origin=f"`{name}`")
             self.state[name] = value
             self.emit(Bind, target, name=name, value=value, expr=expr)
+        elif isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and _dotted(target.value) in self.state:
+            owner_key = _dotted(target.value)
+            flag = isinstance(expr, cst.Name) and expr.value == "True"
+            self.state[owner_key] = self.state[owner_key].but(grad=Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE)
         elif isinstance(target, cst.Attribute):
             owner = _dotted(target.value)
             key = _dotted(target)
@@ -560,8 +604,6 @@ class _Interpreter:
                 self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
             elif base.kind in (Kind.DICT, Kind.LIST, Kind.STATE_DICT, Kind.UNKNOWN):
                 self.emit(Store, target, container=_dotted(target.value) or _code(target.value), container_value=base, value=value, how="setitem", value_node=expr)
-                if base.kind is Kind.UNKNOWN and value.kind is Kind.TENSOR:
-                    self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             parts = [el.value for el in target.elements]
             starred = any(isinstance(el, cst.StarredElement) for el in target.elements)
@@ -592,6 +634,12 @@ class _Interpreter:
         if before.kind in (Kind.TENSOR, Kind.NDARRAY):
             self.emit(Write, stmt, target=before, target_node=target, op=op, source=added)
             after = before.but(grad=self.grad_of(before, added) if before.kind is Kind.TENSOR else Tri.NO)
+        elif added.kind is Kind.TENSOR and before.kind is Kind.UNKNOWN and key in self.flow.params and not self.scalar_param(key):
+            # `points += noise` on an argument: a tensor or array is changed in place (a number
+            # would only be rebound, but numbers are not combined with tensors like this).
+            as_tensor = before.but(kind=Kind.TENSOR)
+            self.emit(Write, stmt, target=as_tensor, target_node=target, op=op, source=added)
+            after = as_tensor.but(grad=self.grad_of(as_tensor, added))
         elif added.kind is Kind.TENSOR and before.kind in (Kind.SCALAR, Kind.UNKNOWN, Kind.NONE):
             after = self.tensor(stmt, added, origin=f"`{key or _code(target)}`")
         elif before.kind is Kind.LIST and op == "+=":
@@ -732,6 +780,11 @@ class _Interpreter:
             return Value(kind=Kind.UNKNOWN, roots=roots)
         if base.kind is Kind.OPTIMIZER and attr == "param_groups":
             return Value(kind=Kind.LIST, element=Value(kind=Kind.DICT))
+        if base.kind is Kind.TUPLE and attr in ("values", "indices") and base.element is not None:
+            return base.element  # torch.max(dim=...) and friends return (values, indices)
+        if base.kind is Kind.UNKNOWN and attr in ("weight", "bias") and any(r.startswith("params") for r in base.roots):
+            # A submodule's parameter (model.embed.weight).
+            return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=frozenset(f"{r}.{attr}" for r in base.roots), origin=f"`{_code(node)}`")
         return UNKNOWN
 
     def subscript(self, node: cst.Subscript) -> Value:
@@ -762,7 +815,13 @@ class _Interpreter:
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice):
                 return base.but(fresh=True, roots=self.new_root(node, "list"), items=None)
         if base.kind is Kind.NDARRAY:
-            return base.but(fresh=False)
+            if all(isinstance(e.slice, cst.Slice) for e in node.slice):
+                return base.but(fresh=False, via=base.via or "view")
+            return UNKNOWN  # an element (a NumPy scalar, a copy) or fancy indexing (a copy)
+        if base.kind is Kind.UNKNOWN and base.roots and _index_kind(node, indexes) == "basic" and all(isinstance(e.slice, cst.Slice) for e in node.slice):
+            # Slicing an unknown array-like: a view if it is a tensor or an ndarray (a list would copy,
+            # but then no tensor method will ever write through it).
+            return base.but(via=base.via or "view", fresh=False, leaf=False, origin=f"`{_code(node)}`")
         return UNKNOWN
 
     def binary(self, node: cst.BinaryOperation) -> Value:
@@ -841,7 +900,8 @@ class _Interpreter:
         if key and key in self.state:
             return True
         attr = func.attr.value
-        return key.startswith("self.") and self.module_class and attr not in _MODULE_METHODS and attr not in self.class_methods
+        direct = key.count(".") == 1
+        return direct and key.startswith("self.") and self.module_class and attr not in _MODULE_METHODS and attr not in self.class_methods
 
     def function_call(self, node: cst.Call, quals: tuple[str, ...], args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
         qual = next((q for q in quals if q.startswith(("torch", "numpy", "copy"))), quals[0])
@@ -882,6 +942,10 @@ class _Interpreter:
             return first.but(via=first.via or "view", fresh=False, leaf=False, certain=short not in api.MAYBE_VIEW_METHODS, origin=f"`{_short(node)}`")
         if qual.startswith("torch.") and short in api.VIEW_TUPLE_METHODS and first.kind is Kind.TENSOR:
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=first.but(via=first.via or "view", fresh=False, leaf=False))
+        if qual.count(".") == 1 and qual.startswith("torch.") and api.is_view_op(short):
+            if first.kind is Kind.TENSOR:
+                return first.but(via=first.via or "view", certain=False, fresh=False, leaf=False, origin=f"`{_short(node)}`")
+            return UNKNOWN if first.kind is not Kind.UNKNOWN else first.but(via=first.via or "view", certain=False, fresh=False)
         if qual.startswith("torch.nn.functional.") or (qual.count(".") == 1 and qual.startswith("torch.")):
             returns = api.function_returns(short) if qual.count(".") == 1 else "tensor"
             if returns == "tensor" or (returns == "tuple" and short in api.VIEW_TUPLE_METHODS):
@@ -954,7 +1018,7 @@ class _Interpreter:
         self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
         result = self.tensor(node, *args, *kwargs.values(), origin=f"`{_short(node)}`")
         if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            self.save(result, node, f"`{short}`", result.attached)
+            result = self.with_save(result, self.save(result, node, f"`{short}`", result.attached))
         return result
 
     def note_saves(self, node: cst.CSTNode, short: str, first: Value, second: Value) -> None:
@@ -983,11 +1047,15 @@ class _Interpreter:
                 grad = Tri.NO
             else:
                 grad = Tri.YES if has_params is Tri.YES else self.grad_of(*args).either(Tri.MAYBE)
+            label = f"`{_code(func)}`" + (f" ({callee.op})" if callee.op else "")
+            if callee.op in api.MODULE_SAVES_INPUT and first.kind is Kind.TENSOR and not self.no_grad:
+                self.save(first, node, label, has_params is Tri.YES or first.attached)
+            if has_params is Tri.YES and not self.no_grad and callee.roots:
+                # A module with parameters saves them for the gradient of its input.
+                self.save(Value(kind=Kind.TENSOR, roots=callee.roots), node, f"{label}'s parameters", True)
             result = self.tensor(node, *args, grad=grad, origin=f"the output of `{_short(node)}`")
             if callee.op in api.MODULE_SAVES_OUTPUT and result.grad is not Tri.NO:
-                self.save(result, node, f"`{_code(func)}` ({callee.op})", result.attached)
-            if callee.op in api.MODULE_SAVES_INPUT and first.kind is Kind.TENSOR and not self.no_grad:
-                self.save(first, node, f"`{_code(func)}` ({callee.op})", has_params is Tri.YES or first.attached)
+                result = self.with_save(result, self.save(result, node, label, result.attached))
             return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device) if callee.device.may_be_gpu else result
         if name in ("float", "int", "bool", "len", "str", "repr", "print", "isinstance", "hasattr", "round", "abs") and not (name == "abs" and first.kind is Kind.TENSOR):
             return SCALAR if name != "print" else NONE
@@ -1025,11 +1093,16 @@ class _Interpreter:
             if method == "step":
                 # An optimizer whose parameters are unknown may update any module's parameters.
                 roots = recv.roots if recv.roots and not any(r.startswith("params:?") for r in recv.roots) else frozenset((ANY_PARAMS,))
-                self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.YES, leaf=True), target_node=recv_node, op="optimizer.step()", source=None)
+                self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots | {OPTIMIZER_STATE}, grad=Tri.YES, leaf=True), target_node=recv_node, op="optimizer.step()", source=None)
                 return NONE
             if method == "state_dict":
-                return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=self.new_root(node, "optstate"), element=Value(kind=Kind.UNKNOWN), via="state_dict", origin=f"`{_short(node)}`")
-            return NONE if method == "zero_grad" else UNKNOWN
+                # References to the live moment buffers, which step() updates in place.
+                element = Value(kind=Kind.TENSOR, grad=Tri.NO, roots=frozenset((OPTIMIZER_STATE,)), via="state_dict")
+                return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=frozenset((OPTIMIZER_STATE,)), element=element, via="state_dict", origin=f"`{_short(node)}`")
+            if method == "zero_grad":
+                self.zero_grad(node, recv_node)
+                return NONE
+            return UNKNOWN
         if recv.kind in (Kind.STATE_DICT, Kind.DICT, Kind.PARAMETER_LIST, Kind.LIST, Kind.TUPLE):
             return self.container_method(node, recv, method, args)
         if recv.kind is Kind.NDARRAY:
@@ -1042,7 +1115,35 @@ class _Interpreter:
             return self.tensor_method(node, recv if recv.kind is Kind.TENSOR else recv.but(kind=Kind.TENSOR), method, args, kwargs, recv_node, known=recv.kind is Kind.TENSOR)
         if recv.kind is Kind.UNKNOWN and method == "item":
             return SCALAR
+        if recv.kind is Kind.UNKNOWN and method == "state_dict":
+            return self.module_method(node, recv.but(kind=Kind.MODULE, roots=recv.roots or frozenset((f"params:{_dotted(recv_node)}",))), method, args, kwargs)
+        if recv.kind is Kind.UNKNOWN and (method in api.MAYBE_SELF_METHODS or method in api.VIEW_METHODS or method in api.MAYBE_VIEW_METHODS):
+            return self.unknown_conversion(node, recv, method, args, kwargs)
+        if recv.kind is Kind.UNKNOWN and (recv.device is not Device.UNKNOWN or recv.grad is Tri.YES) and api.method_returns(method) in ("tensor", "tuple"):
+            # Moved to a device or attached to the graph: it is a tensor.
+            return self.tensor_method(node, recv.but(kind=Kind.TENSOR), method, args, kwargs, recv_node, known=True)
         return UNKNOWN
+
+    def zero_grad(self, node: cst.Call, recv_node: cst.BaseExpression) -> None:
+        """`zero_grad(set_to_none=False)` zeroes the gradient tensors in place (the default
+        replaces them with None, leaving old references intact)."""
+        if _is_false(node, "set_to_none") or (node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False"):
+            self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=frozenset((ANY_GRAD,)), grad=Tri.NO), target_node=recv_node, op="zero_grad(set_to_none=False)", source=None)
+
+    def unknown_conversion(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+        """`x.to(device)`, `x.cpu()`, `x.view(...)` on something unknown: whatever it is, the
+        result may be `x` itself (or share its memory), and it says where it lives."""
+        device = recv.device
+        if method == "cuda":
+            device = Device.CUDA
+        elif method == "cpu":
+            device = Device.CPU
+        elif method == "to":
+            for value in (*args, *(v for k, v in kwargs.items() if k == "device")):
+                if value.kind in (Kind.DEVICE, Kind.UNKNOWN, Kind.TENSOR):
+                    device = self.device_of(value)
+        via = "view" if method in api.VIEW_METHODS else "reshape" if method in api.MAYBE_VIEW_METHODS else "to"
+        return recv.but(device=device, via=recv.via or via, certain=via == "view" and recv.certain, fresh=False, leaf=False, origin=f"`{_short(node)}`")
 
     def module_method(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
         origin = f"`{_short(node)}`"
@@ -1074,6 +1175,9 @@ class _Interpreter:
             if key and key in self.state:
                 self.state[key] = updated
             return updated
+        if method == "zero_grad" and isinstance(node.func, cst.Attribute):
+            self.zero_grad(node, node.func.value)
+            return NONE
         if method == "load_state_dict":
             target_node = node.func.value if isinstance(node.func, cst.Attribute) else node
             self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.NO), target_node=target_node, op="load_state_dict", source=args[0] if args else None)
@@ -1139,7 +1243,7 @@ class _Interpreter:
         if api.is_inplace_method(method) and method not in ("share_memory_", "retain_grad_"):
             self.emit(Write, node, target=recv, target_node=recv_node, op=f".{method}()", source=args[0] if args else None)
             if not self.no_grad and any(a.attached for a in args):
-                updated = recv.but(grad=Tri.YES)
+                updated = recv.but(grad=Tri.YES, graph=recv.graph.union(*(a.graph for a in args)))
                 self.rebind(recv_node, updated)
                 return updated
             return recv.but(fresh=False)
@@ -1164,6 +1268,9 @@ class _Interpreter:
         if method in ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"):
             return self.tensor(node, recv, grad=Tri.NO if method.startswith("new_") else None, origin=origin)
         returns = api.method_returns(method)
+        if api.is_view_op(method):
+            # May share memory with the receiver (broadcast_to, as_strided, _values...): never fresh.
+            return recv.but(via=recv.via or "view", certain=False, fresh=False, leaf=False, origin=origin)
         if not known or returns == "unknown":
             return UNKNOWN
         if returns == "other":
@@ -1173,7 +1280,7 @@ class _Interpreter:
         if returns == "tuple":
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=self.new_root(node, "list"), fresh=True)
         if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            self.save(result, node, f"`.{method}()`", result.attached)
+            result = self.with_save(result, self.save(result, node, f"`.{method}()`", result.attached))
         return result
 
     def conversion(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], origin: str) -> Value:
@@ -1228,6 +1335,9 @@ class _Interpreter:
 # ----------------------------------------------------------------- usage evidence
 
 
+# Names that are called like modules in training code (`model(x)`, `net(x)`, `D(fake)`).
+_SCALAR_NAME = re.compile(r"^(lr|eps|alpha|beta|gamma|momentum|scale|factor|weight_decay|decay|temperature|tau|total|count|n|k|step|steps|epoch|i|j|t)$")
+_MODEL_NAME = re.compile(r"^(model|net|network|module|encoder|decoder|backbone|critic|generator|discriminator|policy|actor|G|D|teacher|student|classifier)(_\w+)?$|(_model|_net)$")
 _OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_|\d|$)", re.I)
 
 
@@ -1237,6 +1347,8 @@ class _Evidence:
     attributes: dict[str, set[str]] = field(default_factory=dict)
     backward: set[str] = field(default_factory=set)
     called: set[str] = field(default_factory=set)
+    # Names used the way only tensors are: `x.sum(dim=1)`, `x.amax(keepdim=True)`, `x.size(-1)`.
+    torch_style: set[str] = field(default_factory=set)
 
     def kind_of(self, name: str) -> Kind:
         methods = self.methods.get(name, set())
@@ -1247,8 +1359,10 @@ class _Evidence:
             return Kind.MODULE
         if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs or _OPTIMIZER_NAME.search(name)):
             return Kind.OPTIMIZER
-        if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"}:
+        if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style:
             return Kind.TENSOR
+        if name in self.called and _MODEL_NAME.search(name) and not methods & {"append", "items", "keys", "get"}:
+            return Kind.MODULE
         return Kind.UNKNOWN
 
 
@@ -1275,6 +1389,10 @@ class _EvidenceVisitor(cst.CSTVisitor):
             self.evidence.methods.setdefault(name, set()).add(func.attr.value)
             if func.attr.value == "backward":
                 self.evidence.backward.add(name)
+            keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+            # numpy says axis= / keepdims= and has .size as an attribute: these are torch's.
+            if keywords & {"dim", "keepdim"} or (func.attr.value == "size" and node.args) or func.attr.value in ("dim", "numel"):
+                self.evidence.torch_style.add(name)
 
 
 def _usage_evidence(node: cst.CSTNode) -> _Evidence:
@@ -1299,6 +1417,8 @@ def _union(kinds: list[Kind]) -> Kind:
 
 def _type_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, list[cst.BaseExpression]]:
     """`isinstance(x, T)` / `isinstance(x, (A, B))` / `type(x) is T` -> (x, [types])."""
+    if isinstance(test, cst.Call) and _dotted(test.func) in ("torch.is_tensor", "is_tensor") and len(test.args) == 1:
+        return test.args[0].value, [cst.Attribute(value=cst.Name("torch"), attr=cst.Name("Tensor"))]
     if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(test.args) == 2:
         types = test.args[1].value
         if isinstance(types, cst.Tuple):
@@ -1316,6 +1436,25 @@ def _join_all(values: Iterable[Value]) -> Value:
     for v in values:
         out = v if out is None else out.join(v)
     return out or UNKNOWN
+
+
+def _names_in_expr(node: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            key = _dotted(n)
+            if key:
+                found.add(key)
+
+        def visit_Lambda(self, n: cst.Lambda) -> bool:
+            return False
+
+    node.visit(_Collect())
+    return found
 
 
 def _names_in(node: cst.CSTNode) -> Iterator[str]:
@@ -1394,6 +1533,33 @@ short_code = _short
 
 
 # ------------------------------------------------------------------------ entry points
+
+
+def module_constants(file: ParsedFile) -> State:
+    """Module-level names bound once to a device, a dtype or a literal (`DEVICE = torch.device("cpu")`)."""
+    cached = getattr(file, "_constants", None)
+    if cached is not None:
+        return cached
+    counts: dict[str, int] = {}
+    simple: dict[str, cst.BaseExpression] = {}
+    for stmt in file.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    name = small.targets[0].target.value
+                    counts[name] = counts.get(name, 0) + 1
+                    simple[name] = small.value
+    interp = _Interpreter(file, None, None, False)
+    interp.silent = 1
+    constants: State = {}
+    for name, expr in simple.items():
+        if counts[name] != 1:
+            continue
+        value = interp.ev(expr)
+        if value.kind in (Kind.DEVICE, Kind.SCALAR) or (value.kind is Kind.OTHER and value.dtype is not None):
+            constants[name] = value
+    file._constants = constants  # type: ignore[attr-defined]
+    return constants
 
 
 def is_module_class(file: ParsedFile, cls: cst.ClassDef, seen: frozenset[str] = frozenset()) -> bool:

@@ -3,12 +3,13 @@ after the write, does it survive the loop, is it backpropagated."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
-from reviewer.flow import ANY_PARAMS, Backward, Bind, Call, Event, FunctionFlow, Loop, Return, Store, Use, Write
+from reviewer.flow import ANY_GRAD, ANY_PARAMS, Backward, Bind, Call, Event, FunctionFlow, Loop, Return, Store, Use, Write
 from reviewer.parsed import _dotted
 from reviewer.values import Kind, Value
 
@@ -26,8 +27,11 @@ def overlaps(a: Iterable[str], b: Iterable[str]) -> bool:
     left, right = set(a), set(b)
     if left & right:
         return True
-    # A write to "any module's parameters" reaches every parameter root.
-    return (ANY_PARAMS in left and any(r.startswith("params") for r in right)) or (ANY_PARAMS in right and any(r.startswith("params") for r in left))
+    # A write to "any module's parameters" (or gradients) reaches every such root.
+    for wildcard, prefix in ((ANY_PARAMS, "params"), (ANY_GRAD, "grad:")):
+        if (wildcard in left and any(r.startswith(prefix) for r in right)) or (wildcard in right and any(r.startswith(prefix) for r in left)):
+            return True
+    return False
 
 
 def name_of(node: cst.CSTNode | None) -> str:
@@ -70,8 +74,43 @@ def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], excl
 
 
 def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[str]) -> list[Use]:
-    """Reads of `name` that may run after `event` and still see those roots."""
-    return [u for u in flow.after(event) if isinstance(u, Use) and u.name == name and u.value.roots & roots and u.node is not getattr(event, "target_node", None)]
+    """Reads of `name` that may run after `event` and still see those roots.
+
+    A read earlier in the loop body counts (it runs again on the next iteration) only when
+    nothing in the loop binds `name` anew: otherwise the next iteration reads a new value.
+    """
+    rebound_in = {loop for e in flow.events if isinstance(e, Bind) and e.name == name for loop in e.loops}
+    out = []
+    for u in flow.after(event):
+        if not (isinstance(u, Use) and u.name == name and u.value.roots & roots) or u.node is getattr(event, "target_node", None):
+            continue
+        if u.index < event.index and set(u.loops) & set(event.loops) & rebound_in:
+            continue
+        if u.index < event.index and _written_by(flow, u):
+            continue  # the target of another write, not a read of the values
+        out.append(u)
+    return out
+
+
+def _written_by(flow: FunctionFlow, use: Use) -> bool:
+    return any(isinstance(w, Write) and w.line == use.line and name_of(w.target_node) == use.name for w in flow.events)
+
+
+TRAINING_ITERABLE = re.compile(r"(loader|dataloader|batches|batch_iter|data_iter|dataset|epoch|steps)", re.I)
+
+
+def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
+    """A loop over training or evaluation steps: it backpropagates or steps an optimizer, or
+    iterates a data loader."""
+    for e in flow.events:
+        if loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")):
+            return True
+    node = loop.node
+    return isinstance(node, cst.For) and bool(TRAINING_ITERABLE.search(code_text(node.iter)))
+
+
+def code_text(node: cst.CSTNode) -> str:
+    return cst.Module(body=()).code_for_node(node)
 
 
 def loop_of(flow: FunctionFlow, event: Event) -> Loop | None:
@@ -121,8 +160,17 @@ def backpropagated(flow: FunctionFlow, roots: frozenset[str], after: int = -1) -
     return any(isinstance(e, Backward) and e.index > after and e.value.roots & roots for e in flow.events)
 
 
-def backward_between(flow: FunctionFlow, start: int, end: int) -> bool:
-    return any(isinstance(e, Backward) and start < e.index < end for e in flow.events)
+def backward_between(flow: FunctionFlow, start: int, end: int, saved: int | None = None) -> bool:
+    """Did a backward run between the two events that freed the saved tensor `saved`?
+    (A backward frees its own graph only; one of unknown provenance may have freed anything.)"""
+    return any(
+        isinstance(e, Backward) and start < e.index < end and (saved is None or not e.value.graph or saved in e.value.graph) for e in flow.events
+    )
+
+
+def backward_later(flow: FunctionFlow, after: int, saved: int) -> bool:
+    """A backward after `after` that goes through the saved tensor (and so will fail)."""
+    return any(isinstance(e, Backward) and e.index > after and saved in e.value.graph for e in flow.events)
 
 
 def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:

@@ -199,3 +199,13 @@ MODULE_SAVES_INPUT = frozenset(
     "BatchNorm3d LayerNorm GroupNorm InstanceNorm1d InstanceNorm2d InstanceNorm3d GELU SiLU ELU SELU CELU Mish "
     "Softplus LeakyReLU Hardswish LogSigmoid".split()
 )
+
+
+def is_view_op(name: str) -> bool:
+    """Does this op return a view of its input (per its aten schema's alias annotation)?"""
+    return name in _views()
+
+
+@cache
+def _views() -> frozenset[str]:
+    return frozenset(_table()["views"]) - {"to", "contiguous", "reshape", "flatten", "type_as", "view_as_complex_copy"}

@@ -90,6 +90,8 @@ class Value:
     has_params: Tri = Tri.MAYBE
     # For modules built from torch.nn: the class name ("Linear", "Sigmoid").
     op: str = ""
+    # The saved-for-backward records (their indices) this tensor's graph holds.
+    graph: frozenset[int] = frozenset()
     # Where it came from, for messages: "torch.sigmoid(...) at line 4".
     origin: str = ""
     line: int = 0
@@ -123,6 +125,7 @@ class Value:
             element=element,
             has_params=self.has_params.join(other.has_params),
             op=self.op if self.op == other.op else "",
+            graph=self.graph | other.graph,
             origin=self.origin if self.origin == other.origin else "",
             line=self.line if self.line == other.line else 0,
         )

@@ -525,7 +525,10 @@ class LineWatch:
                     for local_name, other in local_entries:
                         # A returned local is the return value itself, not another name for it.
                         same = self.kind == "return" and other.ref is value
-                        if local_name != name.split(".")[0].split("[")[0] and not same and overlaps(e.where, other.where):
+                        root = name.split(".")[0].split("[")[0]
+                        # `self.target` may share memory with `self.policy`: another attribute of the same object.
+                        elsewhere = local_name != root or ("." in name and not other.path.startswith(name))
+                        if elsewhere and not same and overlaps(e.where, other.where):
                             snap.shares.append((e.path, f"`{other.path}`"))
                             break
             self.snapshots.append(snap)
@@ -536,6 +539,11 @@ class LineWatch:
         for name, value in list(frame.f_locals.items())[:64]:
             if isinstance(value, (torch.Tensor, np.ndarray, list, tuple, dict)):
                 out.extend((name, e) for e in capture(value, name) if e.where is not None)
+            elif name == "self" and hasattr(value, "__dict__"):
+                # The object's other attributes (self.policy next to self.target).
+                for attr, held in list(vars(value).items())[:64]:
+                    if isinstance(held, (torch.Tensor, torch.nn.Module, list, dict)):
+                        out.extend((name, e) for e in capture(held, f"self.{attr}") if e.where is not None)
         for name, value in list(frame.f_globals.items())[:256]:
             if isinstance(value, (torch.Tensor, np.ndarray)) and name not in frame.f_locals:
                 out.extend((name, e) for e in capture(value, name) if e.where is not None)

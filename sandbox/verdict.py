@@ -99,6 +99,8 @@ def fix_break(records: Records) -> tuple[str, str] | None:
         for d in cmp.get("final_inputs", []):
             if (d["path"] in o_mut) != (d["path"] in f_mut):
                 continue  # the mutation the fix removes (or adds: reported below)
+            if str(d.get("what", "")).startswith("only in"):
+                continue  # a separate object in one run (a copied module): nothing to compare
             return "inputs", "the fix changes what the inputs hold afterwards: " + _diff_text(d)
         for name in f_mut:
             if name not in o_mut:
@@ -202,6 +204,12 @@ def _snapshot(records: Records, answer: dict[str, Any], has_fix: bool) -> Decisi
             continue
         ran = True
         changed = watch.get("changed", [])
+        shares = watch.get("shares", [])
+        fixed_shares = ((f or {}).get("watch") or {}).get("shares", []) if _ok(f) else None
+        if not changed and shares and fixed_shares == []:
+            # Nothing changed it during the call, but it is the same memory as the live state.
+            s0 = shares[0]
+            return Decision(CONFIRMED, f"`{s0['path']}` shares memory with {s0['with']}, so it follows every in-place update of it; with the fix it does not")
         if not changed:
             continue
         c = changed[0]
@@ -432,7 +440,7 @@ def decide(answer: dict[str, Any], recipes: tuple[str, ...], has_fix: bool) -> D
     broken = fix_break(records) if has_fix else None
     decisions = [(name, DECIDERS[name](records, answer, has_fix)) for name in recipes if name in DECIDERS]
     confirmed = next(((n, d) for n, d in decisions if d.status == CONFIRMED), None)
-    if broken and broken[0] == "result" and confirmed and confirmed[0] in _VALUE_BUGS:
+    if broken and broken[0] in ("result", "inputs") and confirmed and confirmed[0] in _VALUE_BUGS:
         # Aliasing and stale snapshots change what is computed from the shared tensor:
         # with the fix those results differ because the bug is gone.
         return Decision(CONFIRMED, f"{confirmed[1].evidence}; results computed from it differ with the fix, as the bug implies", confirmed[0])

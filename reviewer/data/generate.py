@@ -48,6 +48,20 @@ def _schema_kinds() -> dict[str, set[str]]:
     return kinds
 
 
+def _view_ops() -> set[str]:
+    """Ops whose result aliases an input (`Tensor(a) self -> Tensor(a)`): views, not copies."""
+    import torch
+
+    views: set[str] = set()
+    for schema in torch._C._jit_get_all_schemas():
+        if not schema.name.startswith("aten::") or not schema.returns:
+            continue
+        info = schema.returns[0].alias_info
+        if info is not None and not info.is_write:
+            views.add(schema.name[len("aten::") :])
+    return views
+
+
 def _classify(names: list[str], kinds: dict[str, set[str]]) -> dict[str, list[str]]:
     table: dict[str, list[str]] = {"tensor": [], "tuple": [], "other": []}
     for name in names:
@@ -70,6 +84,7 @@ def main() -> None:
     functions = _classify([f for f in dir(torch) if not f.startswith("_") and callable(getattr(torch, f))], kinds)
     data = {
         "torch_version": torch.__version__,
+        "views": sorted(_view_ops()),
         "tensor_methods": {k: sorted(set(v)) for k, v in methods.items()},
         "torch_functions": {k: sorted(set(v)) for k, v in functions.items()},
     }

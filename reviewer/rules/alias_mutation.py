@@ -67,6 +67,8 @@ class _WriteThroughAlias(Rule):
             for pair in alias_pairs(flow, write):
                 if pair.holder in flow.params:
                     continue  # the caller's tensor: RC102
+                if pair.writer_bind is not None and pair.holder_bind is not None and pair.writer_bind.stmt is pair.holder_bind.stmt:
+                    continue  # `d = r = torch.zeros(n)`: one buffer under two names, on purpose
                 if pair.writer_is_alias:
                     if write.target.via not in self.VIAS or not self.accepts(flow, pair, write.target):
                         continue
@@ -571,17 +573,17 @@ class WriteThroughNamedView(_WriteThroughAlias):
 
     ## Example
     ```python
-    def halves(x):
-        t = x * 1.0
+    def boosted(self):
+        t = self.table
         head = t[:2]
         head *= 10
-        return head.sum(), t.sum()   # t's first two elements were scaled too
+        return head.sum(), t.sum()   # self.table's first two entries were scaled too
     ```
 
     ## Use instead
     ```python
-    def halves(x):
-        t = x * 1.0
+    def boosted(self):
+        t = self.table
         head = t[:2].clone()
         head *= 10
         return head.sum(), t.sum()
@@ -589,7 +591,8 @@ class WriteThroughNamedView(_WriteThroughAlias):
 
     ## Fix safety
     The fix copies the view; the base keeps its values. Writes into a freshly allocated
-    buffer through its views (filling it by parts) are not reported.
+    buffer through its views (filling it by parts), or into any tensor the function made
+    itself, are not reported: only views of state held elsewhere.
     """
 
     code = "RC104"
@@ -625,28 +628,37 @@ class WriteThroughNamedView(_WriteThroughAlias):
         Invalid(
             """
             import torch
-            def f(x: torch.Tensor):
-                t = x * 1.0
-                head = t[:2]
-                head *= 10
-                return head.sum(), t.sum()
+            class Bank:
+                def __init__(self):
+                    self.table = torch.ones(4)
+                def boosted(self):
+                    t = self.table
+                    head = t[:2]
+                    head *= 10
+                    return head.sum(), t.sum()
             """,
-            line=5,
+            line=8,
             fix="""
             import torch
-            def f(x: torch.Tensor):
-                t = x * 1.0
-                head = t[:2].clone()
-                head *= 10
-                return head.sum(), t.sum()
+            class Bank:
+                def __init__(self):
+                    self.table = torch.ones(4)
+                def boosted(self):
+                    t = self.table
+                    head = t[:2].clone()
+                    head *= 10
+                    return head.sum(), t.sum()
             """,
         ),
     )
 
     def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
-        if not alias.certain or pair.holder_bind is None:
+        if not alias.certain or pair.holder_bind is None or pair.holder_bind.expr is None:
             return False
-        if _is_buffer(pair.holder_bind):
+        # Writing through views of a tensor the function made itself (a buffer filled by parts,
+        # rows of a score matrix) is how such tensors are built: only views of state held
+        # elsewhere (`t = self.table`) are reported.
+        if not attribute_source(pair.holder_bind.expr) or _is_buffer(pair.holder_bind):
             return False
         # Both names are used as values after the write: the view is not just a window.
         return any(u.name == pair.writer for u in flow.later(pair.write) if hasattr(u, "name") and type(u).__name__ == "Use")
@@ -681,7 +693,9 @@ class InplaceOnArgument(Rule):
     it changes the caller's data behind its back, and if autograd saved that tensor the
     caller's `backward()` fails. Functions meant to mutate (named with a trailing `_`,
     `init_*`, `reset_*`, `update_*`, writing into `out=`-style parameters, or doing it
-    under `torch.no_grad()`) are not reported.
+    under `torch.no_grad()`), functions that return the argument they changed, and
+    arguments every call in the file passes fresh are not reported. A module's `forward`
+    input is RC204's.
 
     ## Example
     ```python
@@ -780,42 +794,21 @@ class InplaceOnArgument(Rule):
                 return flat
             """,
         ),
-        Invalid(
-            """
-            import torch
-            from torch import nn
-            class Block(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.bias = nn.Parameter(torch.zeros(4))
-                def forward(self, x):
-                    x += self.bias
-                    return x.relu()
-            """,
-            line=8,
-            fix="""
-            import torch
-            from torch import nn
-            class Block(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.bias = nn.Parameter(torch.zeros(4))
-                def forward(self, x):
-                    x = x + self.bias
-                    return x.relu()
-            """,
-        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if is_mutating_function(flow) or not (returns_something(flow) or flow.is_forward):
+        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or _registered_op(flow):
             return
         reported: set[str] = set()
         for write in flow.of(Write):
             if deliberate_write(write) or write.no_grad or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
                 continue
-            owned = sorted(p for p in flow.params if f"arg:{p}" in write.target.roots and p not in OUTPUT_PARAMETER_NAMES and not p.startswith(("out", "buf")))
+            if not write.target.certain and write.target.via not in ("to", "reshape"):
+                continue  # indexing that may copy (x[idx] with a tensor index)
+            owned = sorted(p for p in flow.params if f"arg:{p}" in write.target.roots and not _state_like(p))
             if not owned or owned[0] in reported:
+                continue
+            if _returns_argument(flow, owned[0]) or _restored(flow, write) or fresh_at_every_call_site(flow, owned[0]):
                 continue
             arg = owned[0]
             reported.add(arg)
@@ -830,6 +823,74 @@ class InplaceOnArgument(Rule):
             )
             fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind)
             yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
+
+
+_STATE_WORDS = ("out", "buf", "cache", "state", "mem", "past", "acc", "dst", "dest", "result", "target_", "scratch", "workspace", "storage")
+
+
+def _state_like(name: str) -> bool:
+    """Parameters meant to be written: outputs, buffers, caches, running state."""
+    return name in OUTPUT_PARAMETER_NAMES or any(word in name.lower() for word in _STATE_WORDS)
+
+
+def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
+    """`x.add_(1); return x`: mutate-and-return, the caller rebinds what it gets back."""
+    from reviewer.flow import Return
+
+    return any(isinstance(e.value_node, cst.Name) and e.value_node.value == arg for e in flow.of(Return))
+
+
+def _restored(flow: FunctionFlow, write: Write) -> bool:
+    """Perturb and restore: a later `x.copy_(saved)` puts the argument back."""
+    return any(w.index > write.index and w.op == ".copy_()" and w.target.roots & write.target.roots for w in flow.of(Write))
+
+
+def _registered_op(flow: FunctionFlow) -> bool:
+    """Implementations registered for an op (custom ops, library impls) mutate as their schema says."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    words = ("custom_op", "impl", "register", "library", "override", "implements")
+    return any(any(w in code_of(d.decorator) for w in words) for d in scope.node.decorators)
+
+
+def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
+    """Every call of this function in the file passes a new tensor for `arg` (`f(x * 2)`, `f(proj(x))`)."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    params = [p.name.value for p in scope.node.params.params]
+    if scope.kind == "method" and params:
+        params = params[1:]
+    position = params.index(arg) if arg in params else None
+    sites = _call_sites(flow.file, scope.name)
+    if not sites:
+        return False
+    for call in sites:
+        passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
+        if passed is None and position is not None:
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            passed = positional[position] if position < len(positional) else None
+        if not isinstance(passed, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
+            return False
+    return True
+
+
+def _call_sites(file: object, name: str) -> list[cst.Call]:
+    cache = getattr(file, "_call_sites", None)
+    if cache is None:
+        found: dict[str, list[cst.Call]] = {}
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                key = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+                if key:
+                    found.setdefault(key, []).append(node)
+
+        file.module.visit(_Calls())  # type: ignore[attr-defined]
+        file._call_sites = cache = found  # type: ignore[attr-defined]
+    return cache.get(name, [])
 
 
 def _bind_of(flow: FunctionFlow, name: str, write: Write) -> Bind | None:

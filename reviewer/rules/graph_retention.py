@@ -9,7 +9,7 @@ import libcst as cst
 from reviewer.cstutil import atom, chain
 from reviewer.findings import Category, Severity
 from reviewer.flow import Accumulate, Backward, FunctionFlow, Store, short_code
-from reviewer.flowquery import bound_outside, loop_of, name_of, outermost_loop
+from reviewer.flowquery import bound_outside, loop_of, name_of, outermost_loop, training_loop
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
 from reviewer.values import Kind
 
@@ -136,16 +136,22 @@ class AccumulatedAttachedTensor(Rule):
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for acc in flow.of(Accumulate):
             loop = loop_of(flow, acc)
-            if loop is None or acc.no_grad or not acc.value.attached:
+            persistent = acc.name.startswith("self.")
+            if acc.no_grad or not acc.value.attached or _backward_on(flow, acc.name):
                 continue
-            outer = outermost_loop(flow, acc) or loop
-            if not bound_outside(flow, acc.name, loop) or _backward_on(flow, acc.name):
+            if loop is None and not persistent:
+                continue
+            outer = (outermost_loop(flow, acc) or loop) if loop is not None else None
+            # Sums over layers or heads inside one forward are part of the graph on purpose:
+            # only accumulation across training steps (or across calls, on self) retains graphs.
+            if outer is not None and not persistent and not (training_loop(flow, outer) and bound_outside(flow, acc.name, loop)):
                 continue
             what = short_code(acc.value_node)
+            where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
             message = (
-                f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, on every iteration of the loop at "
-                f"line {outer.start}: each step's graph (all its activations) stays alive as long as `{acc.name}`, so memory grows "
-                f"every iteration. Accumulate `{what}.item()` or `{what}.detach()`."
+                f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, {where}: each step's graph "
+                f"(all its activations) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
+                f"`{what}.item()` or `{what}.detach()`."
             )
             yield Hit(acc.node, message, (acc.value_node, _detached(acc.value_node)))
 
@@ -270,14 +276,16 @@ class StoredAttachedTensor(Rule):
         for store in flow.of(Store):
             if store.how not in ("append", "insert", "extend", "setitem", "add") or store.no_grad or not store.value.attached:
                 continue
-            if store.value.kind is not Kind.TENSOR or store.value_node is None:
+            if store.value.kind is not Kind.TENSOR or store.value_node is None or store.value.leaf:
                 continue
             loop = loop_of(flow, store)
             container = store.container
-            persistent = container.startswith("self.")
+            # Growing a list on self keeps every call's graph; a keyed cache on self does not grow.
+            persistent = container.startswith("self.") and store.how in ("append", "extend", "insert")
             if loop is None and not persistent:
                 continue
-            if loop is not None and not (persistent or bound_outside(flow, container, loop)):
+            outer = outermost_loop(flow, store) or loop
+            if loop is not None and not persistent and not (training_loop(flow, outer) and bound_outside(flow, container, loop)):
                 continue
             if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
                 continue

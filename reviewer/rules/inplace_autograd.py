@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import libcst as cst
@@ -9,17 +10,19 @@ import libcst as cst
 from reviewer import torchapi as api
 from reviewer.cstutil import no_grad_block, out_of_place
 from reviewer.findings import Category, Severity
-from reviewer.flow import FunctionFlow, Saved, Write, short_code
-from reviewer.flowquery import backward_between, deliberate_write, overlaps
+from reviewer.flow import FunctionFlow, Saved, Write, code_of, short_code
+from reviewer.flowquery import backward_between, backward_later, deliberate_write, overlaps
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Tri
+from reviewer.values import Kind, Tri
 
 
 def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
-    """A tensor autograd saved before this write, still needed (no backward in between)."""
+    """A tensor autograd saved before this write, still needed (no backward freed it)."""
     for saved in flow.saved:
-        needed = saved.index < write.index and not backward_between(flow, saved.index, write.index)
+        needed = saved.index < write.index and not backward_between(flow, saved.index, write.index, saved.index)
         if needed and overlaps(saved.roots, write.target.roots) and (saved.attached or saved.in_forward):
+            if write.op == "optimizer.step()" and not backward_later(flow, write.index, saved.index):
+                continue  # stepping with a graph still alive is harmless unless it is backpropagated after
             return saved
     return None
 
@@ -186,7 +189,7 @@ class InplaceOnSavedTensor(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for write in flow.of(Write):
-            if deliberate_write(write) or write.target.via == "data":
+            if (deliberate_write(write) and write.op != "optimizer.step()") or write.target.via == "data":
                 continue
             saved = saved_before(flow, write)
             if saved is None:
@@ -197,7 +200,8 @@ class InplaceOnSavedTensor(Rule):
                 f"{saved.op}; the backward pass will raise \"one of the variables needed for gradient computation has been "
                 "modified by an inplace operation\". Use the out-of-place op."
             )
-            yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"))
+            anchors = (saved.node,) if saved.node is not None else ()
+            yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"), anchors=anchors)
 
 
 class InplaceOnLeafRequiringGrad(Rule):
@@ -410,3 +414,217 @@ class DataMutationHidesFromAutograd(Rule):
                 "gradients are silently wrong. Make the change part of the graph (an out-of-place op), or apply it where nothing saved the tensor."
             )
             yield Hit(write.node, message)
+
+
+class InplaceOnForwardInput(Rule):
+    """
+    ## What it does
+    Finds an in-place op on the input of an `nn.Module.forward` (`x += self.bias`,
+    `x.mul_(s)`, `x.relu_()`) outside `torch.no_grad()`.
+
+    ## Why is this bad?
+    The input is the previous layer's output, which that layer has often saved for its
+    backward (`tanh`, `sigmoid`, `softmax`, `relu` keep their output; norms and linears keep
+    their input). Writing into it in place makes `loss.backward()` raise "one of the
+    variables needed for gradient computation has been modified by an inplace operation"
+    as soon as the module is put after such a layer, and it changes the caller's tensor.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        return x.mul_(self.scale)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        return x * self.scale
+    ```
+
+    ## Fix safety
+    Safe: the out-of-place op computes the same values into a new tensor.
+    """
+
+    code = "RC204"
+    name = "inplace-on-forward-input"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.WARNING
+    prefilter = ("forward",)
+    probe = "backward, input-mutation"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = nn.Parameter(torch.ones(4))
+                def forward(self, x):
+                    return x * self.scale
+            """
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.bn = nn.BatchNorm1d(4)
+                def forward(self, x):
+                    out = self.bn(self.fc(x))
+                    out += x
+                    return out.relu()
+            """,
+            "the residual add writes into the block's own tensor, not its input",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = nn.Parameter(torch.ones(4))
+                def forward(self, x):
+                    x += self.scale
+                    return x.relu()
+            """,
+            line=8,
+            fix="""
+            import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = nn.Parameter(torch.ones(4))
+                def forward(self, x):
+                    x = x + self.scale
+                    return x.relu()
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        if not flow.is_forward:
+            return
+        inputs = {f"arg:{p}" for p, v in flow.params.items() if v.kind is Kind.TENSOR}
+        for write in flow.of(Write):
+            if write.no_grad or deliberate_write(write) or not write.target.roots & inputs or not write.target.certain:
+                continue
+            if saved_before(flow, write) is not None:
+                continue  # RC201 says more
+            arg = sorted(r[4:] for r in write.target.roots & inputs)[0]
+            message = (
+                f"`{short_code(write.stmt or write.node)}` writes in place into `{arg}`, the input of `forward`: the layer before "
+                "this module has often saved that tensor for backward (tanh, sigmoid, softmax and relu keep their output), so "
+                "training raises \"modified by an inplace operation\", and the caller's tensor changes too. Use the out-of-place op."
+            )
+            yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"))
+
+
+_SAVES_OUTPUT_MODULES = ("Tanh", "Sigmoid", "Softmax", "LogSoftmax", "ReLU", "ReLU6", "Hardtanh")
+
+
+class InplaceModuleAfterSavingModule(Rule):
+    """
+    ## What it does
+    Finds, in an `nn.Sequential(...)`, a module run in place (`nn.ReLU(inplace=True)`,
+    `nn.Dropout(p, inplace=True)`...) right after a module whose backward needs its own
+    output (`nn.Tanh()`, `nn.Sigmoid()`, `nn.Softmax()`...).
+
+    ## Why is this bad?
+    The in-place module overwrites the previous module's output, which autograd saved to
+    compute that module's gradient; in training, `backward()` raises "one of the variables
+    needed for gradient computation has been modified by an inplace operation". After
+    `Linear`, `Conv` or `BatchNorm` the same in-place module is fine, which is why this
+    slips through.
+
+    ## Example
+    ```python
+    nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Dropout(0.1, inplace=True), nn.Linear(h, 1))
+    ```
+
+    ## Use instead
+    ```python
+    nn.Sequential(nn.Linear(d, h), nn.Tanh(), nn.Dropout(0.1), nn.Linear(h, 1))
+    ```
+
+    ## Fix safety
+    Safe: the module computes the same values out of place.
+    """
+
+    code = "RC205"
+    name = "inplace-module-after-saving-module"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = ("inplace=True",)
+    probe = "backward"
+
+    VALID = (
+        Valid(
+            """
+            from torch import nn
+            def make(d: int):
+                return nn.Sequential(nn.Linear(d, d), nn.BatchNorm1d(d), nn.ReLU(inplace=True))
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            from torch import nn
+            def make(d: int):
+                return nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Dropout(0.1, inplace=True), nn.Linear(d, 1))
+            """,
+            line=3,
+            fix="""
+            from torch import nn
+            def make(d: int):
+                return nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.Dropout(0.1), nn.Linear(d, 1))
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        from reviewer.flow import Call
+
+        for event in flow.of(Call):
+            if not event.is_any(("torch.nn.Sequential", "torch.nn.modules.container.Sequential")):
+                continue
+            layers = [a.value for a in event.call.args if a.keyword is None and not a.star]
+            for before, layer in itertools.pairwise(layers):
+                if _module_name(flow, before) in _SAVES_OUTPUT_MODULES and _inplace_arg(layer) is not None:
+                    message = (
+                        f"`{short_code(layer)}` overwrites in place the output of `{short_code(before)}`, which autograd saved to "
+                        "compute that layer's gradient; in training, backward() raises \"modified by an inplace operation\". "
+                        "Drop `inplace=True` here."
+                    )
+                    yield Hit(layer, message, (layer, _without_inplace(layer)))
+
+
+def _module_name(flow: FunctionFlow, node: cst.BaseExpression) -> str:
+    if not isinstance(node, cst.Call):
+        return ""
+    quals = flow.file.imports.lookup(code_of(node.func).split(".", 1)[0])
+    rest = code_of(node.func).partition(".")[2]
+    full = [f"{q}.{rest}" if rest else q for q in quals]
+    return next((q.rsplit(".", 1)[1] for q in full if q.startswith("torch.nn.")), "")
+
+
+def _inplace_arg(node: cst.BaseExpression) -> cst.Arg | None:
+    if not isinstance(node, cst.Call):
+        return None
+    return next((a for a in node.args if a.keyword is not None and a.keyword.value == "inplace" and isinstance(a.value, cst.Name) and a.value.value == "True"), None)
+
+
+def _without_inplace(node: cst.BaseExpression) -> cst.BaseExpression:
+    assert isinstance(node, cst.Call)
+    from reviewer.cstutil import clean_args
+
+    return node.with_changes(args=clean_args([a for a in node.args if a is not _inplace_arg(node)]))

@@ -352,8 +352,9 @@ class CloneThenDetach(Rule):
             if event.method != "detach" or event.call.args or event.receiver_node is None:
                 continue
             base = _clone_receiver(event.receiver_node)
-            if base is None or event.receiver is None or event.receiver.grad is Tri.NO:
-                continue
+            recv = flow.value(base) if base is not None else None
+            if base is None or recv is None or not (recv.grad is Tri.YES or (recv.grad is Tri.MAYBE and any(r.startswith("arg:") for r in recv.roots))):
+                continue  # only tensors known to (or that may, as arguments) require grad
             message = (
                 f"`{short_code(event.node)}` records the copy in the autograd graph and then cuts it off; "
                 f"`{short_code(base)}.detach().clone()` copies outside the graph, which is what PyTorch recommends."

@@ -13,7 +13,7 @@ from reviewer.flow import Bind, Event, FunctionFlow, Store, Use, Write, short_co
 from reviewer.flowquery import alias_pairs, calls_with, deliberate_write, loop_of, name_of, overlaps
 from reviewer.rules.alias_mutation import attribute_source, copy_at_binding
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind
+from reviewer.values import Kind, Value
 
 # Names people give to values meant to keep the past.
 SNAPSHOT_NAME = re.compile(r"(best|init|initial|orig|original|prev|previous|old|before|saved|snapshot|snap|backup|start|ref|reference|last|frozen|copy|ckpt|checkpoint|pre)", re.I)
@@ -227,7 +227,20 @@ class StateDictSnapshot(Rule):
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for bind in flow.of(Bind):
             value = bind.value
-            if value.kind is not Kind.STATE_DICT or bind.expr is None or value.via not in ("state_dict", "shallow-copy"):
+            if bind.expr is None or not _state_dict_refs(value):
+                continue
+            how = (
+                "a shallow copy of a state_dict, whose tensors are still the live ones"
+                if value.via == "shallow-copy" or value.kind is Kind.DICT
+                else "`state_dict()` returns references to the live tensors, not copies"
+            )
+            if bind.name.startswith("self."):
+                # Kept on the object: training between calls changes it under the snapshot.
+                message = (
+                    f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
+                    f"(or optimizer) goes on changing, so whatever later reads `{bind.name}` gets the current values. {_remedy(flow)}."
+                )
+                yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
                 continue
             owner = _owner(bind.expr)
             roots = value.element.roots if value.element is not None and value.element.roots else value.roots
@@ -237,12 +250,20 @@ class StateDictSnapshot(Rule):
             read = _read_after(flow, bind.name, change, roots)
             if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)):
                 continue
-            how = "a shallow copy of a state_dict, whose tensors are still the live ones" if value.via == "shallow-copy" else "`state_dict()` returns references to the live tensors, not copies"
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
                 f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
             )
-            yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr), anchors=(read.node,))
+            fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
+            yield Hit(bind.node, message, fix, anchors=(read.node,))
+
+
+def _state_dict_refs(value: Value) -> bool:
+    """A state_dict, a shallow copy of one, or a dict of its tensors that may be the same tensors."""
+    if value.kind is Kind.STATE_DICT:
+        return value.via in ("state_dict", "shallow-copy")
+    element = value.element
+    return value.kind is Kind.DICT and element is not None and element.kind is Kind.TENSOR and element.via == "state_dict" and element.certain
 
 
 def _owner(expr: cst.BaseExpression) -> str:
@@ -345,7 +366,12 @@ class ParametersSnapshot(Rule):
         for bind in flow.of(Bind):
             value = bind.value
             element = value.element
-            is_list = value.kind in (Kind.PARAMETER_LIST, Kind.LIST) and element is not None and element.kind is Kind.TENSOR and element.leaf
+            is_list = (
+                value.kind in (Kind.PARAMETER_LIST, Kind.LIST)
+                and element is not None
+                and element.kind is Kind.TENSOR
+                and (element.leaf or any(r.startswith("grad:") for r in element.roots))
+            )
             is_param = value.kind is Kind.TENSOR and value.leaf and isinstance(bind.expr, cst.Attribute)
             if not (is_list or is_param) or bind.expr is None or not SNAPSHOT_NAME.search(bind.name):
                 continue
@@ -674,3 +700,103 @@ class AliasKeptAsSnapshot(Rule):
                 yield Hit(bind.node, message, copy_at_binding(bind), anchors=(write.node,))
 
 
+
+
+MODULE_COPY_NAME = re.compile(r"(target|ema|teacher|old|prev|frozen|best|snapshot|shadow|copy|backup|init|orig|momentum_)", re.I)
+
+
+class ModuleAliasSnapshot(Rule):
+    """
+    ## What it does
+    Finds a module assigned to a second name meant to be a separate copy —
+    `self.target = self.policy`, `ema_model = model`, `teacher = student` — instead of a
+    `copy.deepcopy`.
+
+    ## Why is this bad?
+    Assignment never copies a module: both names are one object with one set of
+    parameters. Every optimizer step of the online network moves the "target", the "EMA"
+    or the "teacher" too, so the periodic sync is a no-op and the algorithm silently
+    degrades to using the online network.
+
+    ## Example
+    ```python
+    self.policy = make_net()
+    self.target = self.policy
+    ```
+
+    ## Use instead
+    ```python
+    self.target = copy.deepcopy(self.policy)
+    ```
+
+    ## Fix safety
+    Safe when `copy` is imported (the fix uses it); otherwise the message says to add it.
+    """
+
+    code = "RC156"
+    name = "module-alias-snapshot"
+    category = Category.STALE_SNAPSHOT
+    severity = Severity.WARNING
+    prefilter = ("=",)
+    probe = "snapshot"
+
+    VALID = (
+        Valid(
+            """
+            import copy
+            from torch import nn
+            class Agent:
+                def __init__(self):
+                    self.policy = nn.Linear(4, 2)
+                    self.target = copy.deepcopy(self.policy)
+            """
+        ),
+        Valid(
+            """
+            from torch import nn
+            class Wrapper:
+                def __init__(self, model: nn.Module):
+                    self.model = model
+            """,
+            "keeping a handle, not a copy",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import copy
+            from torch import nn
+            class Agent:
+                def __init__(self):
+                    self.policy = nn.Linear(4, 2)
+                    self.target = self.policy
+            """,
+            line=6,
+            fix="""
+            import copy
+            from torch import nn
+            class Agent:
+                def __init__(self):
+                    self.policy = nn.Linear(4, 2)
+                    self.target = copy.deepcopy(self.policy)
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for bind in flow.of(Bind):
+            expr = bind.expr
+            if bind.value.kind is not Kind.MODULE or not isinstance(expr, (cst.Name, cst.Attribute)) or not bind.value.has_params.value:
+                continue
+            target = bind.name.rsplit(".", 1)[-1]
+            source = name_of(expr).rsplit(".", 1)[-1]
+            if not MODULE_COPY_NAME.search(target) or MODULE_COPY_NAME.search(source):
+                continue
+            spelled = _copy_module(flow)
+            message = (
+                f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
+                f"so training `{short_code(expr)}` moves `{bind.name}` too and it never holds older weights. "
+                + ("Use `copy.deepcopy(...)`." if spelled else "Use `copy.deepcopy(...)` (add `import copy`).")
+            )
+            fix = (expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(expr)])) if spelled else None
+            yield Hit(bind.node, message, fix)
