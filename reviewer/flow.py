@@ -1015,6 +1015,8 @@ class _Interpreter:
             return self.tensor(node, element, origin=f"`{_short(node)}`")
         if short in api.SCALAR_METHODS:
             return SCALAR
+        if short in api.INDEX_OPS:
+            return self.tensor(node, *args, grad=Tri.NO, origin=f"`{_short(node)}`").but(dtype="int64")
         self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
         result = self.tensor(node, *args, *kwargs.values(), origin=f"`{_short(node)}`")
         if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
@@ -1268,6 +1270,8 @@ class _Interpreter:
         if method in ("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"):
             return self.tensor(node, recv, grad=Tri.NO if method.startswith("new_") else None, origin=origin)
         returns = api.method_returns(method)
+        if method in api.INDEX_OPS:
+            return self.tensor(node, recv, grad=Tri.NO, origin=origin).but(dtype="int64")
         if api.is_view_op(method):
             # May share memory with the receiver (broadcast_to, as_strided, _values...): never fresh.
             return recv.but(via=recv.via or "view", certain=False, fresh=False, leaf=False, origin=origin)

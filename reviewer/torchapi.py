@@ -209,3 +209,9 @@ def is_view_op(name: str) -> bool:
 @cache
 def _views() -> frozenset[str]:
     return frozenset(_table()["views"]) - {"to", "contiguous", "reshape", "flatten", "type_as", "view_as_complex_copy"}
+
+# Ops whose results are indices, counts or masks: integer or bool tensors, never attached.
+INDEX_OPS = frozenset(
+    "argmax argmin argsort nonzero bincount searchsorted bucketize count_nonzero eq ne lt le gt ge "
+    "isnan isinf isfinite isclose logical_and logical_or logical_not logical_xor equal".split()
+)

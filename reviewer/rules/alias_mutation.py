@@ -61,9 +61,11 @@ class _WriteThroughAlias(Rule):
     probe = "alias, input-mutation"
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        from reviewer.rules.inplace_autograd import saved_before
+
         for write in flow.of(Write):
-            if deliberate_write(write):
-                continue
+            if deliberate_write(write) or saved_before(flow, write) is not None:
+                continue  # (writing a tensor autograd saved is RC201's, the graver problem)
             for pair in alias_pairs(flow, write):
                 if pair.holder in flow.params:
                     continue  # the caller's tensor: RC102
@@ -803,12 +805,14 @@ class InplaceOnArgument(Rule):
         for write in flow.of(Write):
             if deliberate_write(write) or write.no_grad or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
                 continue
-            if not write.target.certain and write.target.via not in ("to", "reshape"):
+            if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
             owned = sorted(p for p in flow.params if f"arg:{p}" in write.target.roots and not _state_like(p))
             if not owned or owned[0] in reported:
                 continue
-            if _returns_argument(flow, owned[0]) or _restored(flow, write) or fresh_at_every_call_site(flow, owned[0]):
+            if _returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
+                continue  # mutate-and-return: callers rebind what they get back
+            if _restored(flow, write) or fresh_at_every_call_site(flow, owned[0]):
                 continue
             arg = owned[0]
             reported.add(arg)
@@ -871,9 +875,58 @@ def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
         if passed is None and position is not None:
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
             passed = positional[position] if position < len(positional) else None
-        if not isinstance(passed, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
+        if not isinstance(passed, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) or _aliasing_call(passed):
             return False
     return True
+
+
+def _aliasing_call(expr: cst.BaseExpression) -> bool:
+    """`x.detach()`, `x.view(...)`, `x.to(d)`: a call that may hand over the same memory."""
+    name = call_method_name(expr) if isinstance(expr, cst.Call) else None
+    return bool(name) and (api.is_view_op(name) or name in api.MAYBE_SELF_METHODS or name in api.VIEW_METHODS or name in api.MAYBE_VIEW_METHODS)
+
+
+def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
+    """A call in this file passes a name for `arg` and does not rebind that name to the result
+    (`x = normalize(images)` and `images` is used again)."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    params = [p.name.value for p in scope.node.params.params]
+    if scope.kind == "method" and params:
+        params = params[1:]
+    position = params.index(arg) if arg in params else None
+    assigned = _assigned_names(flow.file)
+    for call in _call_sites(flow.file, scope.name):
+        passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
+        if passed is None and position is not None:
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            passed = positional[position] if position < len(positional) else None
+        # The result is kept under another name: the caller treats the function as pure.
+        if isinstance(passed, cst.Name) and call in assigned and passed.value not in assigned[call]:
+            return True
+    return False
+
+
+def _assigned_names(file: object) -> dict[cst.Call, set[str]]:
+    """For calls that are the value of an assignment: the names they are assigned to."""
+    cache = getattr(file, "_assigned", None)
+    if cache is None:
+        found: dict[cst.Call, set[str]] = {}
+
+        class _Assigns(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if isinstance(node.value, cst.Call):
+                    names: set[str] = set()
+                    for target in node.targets:
+                        t = target.target
+                        elements = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
+                        names |= {e.value for e in elements if isinstance(e, cst.Name)}
+                    found[node.value] = names
+
+        file.module.visit(_Assigns())  # type: ignore[attr-defined]
+        file._assigned = cache = found  # type: ignore[attr-defined]
+    return cache
 
 
 def _call_sites(file: object, name: str) -> list[cst.Call]:

@@ -316,10 +316,15 @@ class InplaceOnLeafRequiringGrad(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         torch_name = flow.file.imports.module_alias("torch")
+        reported: set[tuple[frozenset[str], tuple[int, ...]]] = set()
         for write in flow.of(Write):
             target = write.target
             if write.no_grad or deliberate_write(write) or not target.leaf or target.grad is not Tri.YES or target.via:
                 continue
+            key = (target.roots, write.loops)
+            if key in reported:
+                continue  # the first failing write is the one to fix; the next would not run
+            reported.add(key)
             what = short_code(write.stmt or write.node)
             message = (
                 f"`{what}` modifies in place `{short_code(write.target_node)}`, a leaf tensor that requires grad; autograd raises "
