@@ -27,6 +27,8 @@ ANY_PARAMS = "params:*"
 # Gradient tensors of any parameter, and an optimizer's state tensors.
 ANY_GRAD = "grad:*"
 OPTIMIZER_STATE = "optstate"
+# Methods of nn.Module that are not submodule calls even with arguments.
+_PLAIN_OBJECT_METHODS = frozenset(("register_module", "add_module", "get_submodule", "get_parameter", "get_buffer", "to_empty", "type", "extra_repr", "zero_grad"))
 _BUFFER_NAMES = frozenset(("running_mean", "running_var", "num_batches_tracked"))
 _MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 
@@ -590,6 +592,8 @@ class _Interpreter:
         elif isinstance(target, cst.Attribute):
             owner = _dotted(target.value)
             key = _dotted(target)
+            if key and not value.roots and value.kind in (Kind.UNKNOWN, Kind.NDARRAY, Kind.TENSOR):
+                value = value.but(roots=frozenset((key,)))  # an identity, so aliases of self.x can be followed
             if key:
                 self.state[key] = value
                 self.emit(Bind, target, name=key, value=value, expr=expr)
@@ -769,6 +773,10 @@ class _Interpreter:
                 return Value(kind=Kind.TENSOR, grad=Tri.NO, device=base.device, dtype=base.dtype, roots=frozenset(f"grad:{r}" for r in base.roots), origin=f"`{_code(node)}`")
             if attr in ("real", "imag"):
                 return base.but(via=base.via or "view", fresh=False, leaf=False)
+            if attr == "values":
+                return base.but(fresh=False, leaf=False)
+            if attr == "indices":
+                return base.but(fresh=False, leaf=False, grad=Tri.NO, dtype="int64")
             return OTHER if attr in ("shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn", "is_cuda", "layout") else UNKNOWN
         if base.kind is Kind.MODULE:
             roots = frozenset(f"{r}.{attr}" for r in base.roots) or frozenset((key,))
@@ -818,6 +826,13 @@ class _Interpreter:
             if all(isinstance(e.slice, cst.Slice) for e in node.slice):
                 return base.but(fresh=False, via=base.via or "view")
             return UNKNOWN  # an element (a NumPy scalar, a copy) or fancy indexing (a copy)
+        if base.kind is Kind.UNKNOWN and base.roots and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = node.slice[0].slice.value
+            if isinstance(key, cst.SimpleString):
+                # `batch["image"]`: one entry of a mapping, itself unknown.
+                return Value(kind=Kind.UNKNOWN, roots=frozenset(f"{r}[{key.value}]" for r in base.roots), origin=f"`{_code(node)}`")
+            if isinstance(key, (cst.Name, cst.Integer)):
+                return base.but(via=base.via or "view", certain=False, fresh=False, leaf=False, origin=f"`{_code(node)}`")
         if base.kind is Kind.UNKNOWN and base.roots and _index_kind(node, indexes) == "basic" and all(isinstance(e.slice, cst.Slice) for e in node.slice):
             # Slicing an unknown array-like: a view if it is a tensor or an ndarray (a list would copy,
             # but then no tensor method will ever write through it).
@@ -921,6 +936,8 @@ class _Interpreter:
                 if kwargs.get("device") is not None:
                     device = self.device_of(kwargs["device"])
                 return Value(kind=Kind.TENSOR, grad=first.grad if first.kind is Kind.TENSOR else Tri.NO, device=device, roots=first.roots, certain=certain, via=via, origin=f"`{_short(node)}`")
+            if qual == "torch.from_numpy" and first.kind is Kind.UNKNOWN and first.roots:
+                return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU, roots=first.roots, via="from_numpy", origin=f"`{_short(node)}`")
             return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU if qual == "torch.from_numpy" else Device.UNKNOWN, roots=self.new_root(node), fresh=True)
         if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             rg = kwargs.get("requires_grad")
@@ -1020,7 +1037,7 @@ class _Interpreter:
         self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
         result = self.tensor(node, *args, *kwargs.values(), origin=f"`{_short(node)}`")
         if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            result = self.with_save(result, self.save(result, node, f"`{short}`", result.attached))
+            result = self.with_save(result, self.save(result, node, f"`{short}`", result.grad is not Tri.NO))
         return result
 
     def note_saves(self, node: cst.CSTNode, short: str, first: Value, second: Value) -> None:
@@ -1184,8 +1201,9 @@ class _Interpreter:
             target_node = node.func.value if isinstance(node.func, cst.Attribute) else node
             self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.NO), target_node=target_node, op="load_state_dict", source=args[0] if args else None)
             return UNKNOWN
-        if method == "forward":
-            return self.value_call(node, node.func, recv, args, kwargs)
+        if method == "forward" or (method not in _MODULE_METHODS and method not in _PLAIN_OBJECT_METHODS and (args or kwargs)):
+            # `model.encoder(x)`: a submodule is called like the module itself.
+            return self.value_call(node, node.func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
         if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):
             name = node.args[0].value.evaluated_value
             owner = _dotted(node.func.value) if isinstance(node.func, cst.Attribute) else ""
@@ -1259,6 +1277,8 @@ class _Interpreter:
             return recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin)
         if method in api.VIEW_TUPLE_METHODS:
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin))
+        if method == "contiguous" and not args and _transposed(recv_node):
+            return self.tensor(node, recv, origin=origin)  # a transposed view is never contiguous: this copies
         if method in api.MAYBE_VIEW_METHODS:
             return recv.but(via=recv.via or "reshape", certain=False, fresh=False, leaf=False, origin=origin)
         if method in api.MAYBE_SELF_METHODS:
@@ -1284,7 +1304,7 @@ class _Interpreter:
         if returns == "tuple":
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=self.new_root(node, "list"), fresh=True)
         if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            result = self.with_save(result, self.save(result, node, f"`.{method}()`", result.attached))
+            result = self.with_save(result, self.save(result, node, f"`.{method}()`", result.grad is not Tri.NO))
         return result
 
     def conversion(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], origin: str) -> Value:
@@ -1471,6 +1491,12 @@ def _names_in(node: cst.CSTNode) -> Iterator[str]:
         key = _dotted(node)
         if key:
             yield key
+
+
+def _transposed(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in ("t", "transpose", "permute", "mT", "swapaxes", "movedim") and (node.func.attr.value != "permute" or len(node.args) > 1)
+    return isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")
 
 
 def _index_kind(node: cst.Subscript, values: list[Value]) -> str:

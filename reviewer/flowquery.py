@@ -191,6 +191,8 @@ def is_mutating_function(flow: FunctionFlow) -> bool:
     if flow.scope is None:
         return False
     name = flow.scope.name
+    if name.startswith("__") and name.endswith("__"):
+        return False  # __call__, __getitem__: dunders, not the trailing-underscore convention
     return name.endswith("_") or name.startswith(MUTATING_FUNCTION_PREFIXES)
 
 

@@ -133,7 +133,7 @@ MODULE_ONLY_METHODS = frozenset(
 OPTIMIZER_ONLY = frozenset(("param_groups",))
 TENSOR_ONLY_METHODS = frozenset(
     (
-        "detach detach_ clone view view_as unsqueeze squeeze_ unsqueeze_ requires_grad_ numpy "
+        "detach detach_ clone view view_as unsqueeze t squeeze_ unsqueeze_ requires_grad_ numpy "
         "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_ index_add_ index_copy_ "
         "scatter_ scatter_add_ normal_ uniform_ exp_ log_ sigmoid_ tanh_ relu_ neg_ abs_ sqrt_ "
         "pow_ addcmul_ addcdiv_ lerp_ t_ transpose_ resize_ contiguous is_contiguous data_ptr "

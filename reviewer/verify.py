@@ -47,6 +47,10 @@ def make_stage(settings: Any, stderr: IO[str], limits: Limits | None = None, san
     return stage
 
 
+# A rule's `probe` when nothing the sandbox observes can decide it.
+UNOBSERVABLE = "unobservable"
+
+
 class Verifier:
     def __init__(self, sandbox: Sandbox, wanted: str, stderr: IO[str]) -> None:
         self.sandbox = sandbox
@@ -100,6 +104,8 @@ class Verifier:
         except Exception as exc:  # the reviewed code can be anything: never fail the review
             return Verification(Status.INCONCLUSIVE, None, f"could not extract the code: {type(exc).__name__}: {exc}")
         rule = rule_by_code(finding.rule)
+        if rule is not None and rule.probe == UNOBSERVABLE:
+            return Verification(Status.NOT_RUN, None, "what this rule is about happens outside torch (in NumPy), where the sandbox cannot observe it")
         recipes = recipe_book.recipes_for(finding.category.value, rule.probe if rule else "")
         if not recipes:
             return Verification(Status.NOT_RUN, None, f"no recipe for category {finding.category.value}")

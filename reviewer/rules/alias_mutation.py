@@ -440,6 +440,25 @@ class WriteThroughNumpyShare(_WriteThroughAlias):
         ),
     )
 
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        yield from super().check(flow)
+        yield from self.into_object_state(flow)
+
+    def into_object_state(self, flow: FunctionFlow) -> Iterator[Hit]:
+        """`t = torch.from_numpy(self.cache[i]); t -= m`: the object's stored array changes for every later caller."""
+        for write in flow.of(Write):
+            writer = name_of(write.target_node)
+            state = sorted(r for r in write.target.roots if r.startswith("self."))
+            if write.target.via not in self.VIAS or not state or writer.startswith("self.") or deliberate_write(write) or write.no_grad:
+                continue
+            bind = _bind_of(flow, writer, write)
+            message = (
+                f"`{self.write_text(pair_text(write))}` writes in place into `{writer}`, which shares its buffer with `{state[0]}` (the NumPy "
+                f"conversion does not copy), so the object's stored data changes and every later use of `{state[0]}` sees it. "
+                "Copy at the conversion (`.clone()`, or `torch.tensor(array)`)."
+            )
+            yield Hit(write.node, message, copy_at_binding(bind), anchors=(bind.node,) if bind is not None else ())
+
     def message(self, pair: AliasPair) -> str:
         return (
             f"`{self.write_text(pair)}` writes in place into {self.bind_text(pair)}, which shares its buffer with `{pair.holder}` "
@@ -673,6 +692,15 @@ class WriteThroughNamedView(_WriteThroughAlias):
         )
 
 
+class _WriteText:
+    def __init__(self, write: Write) -> None:
+        self.write = write
+
+
+def pair_text(write: Write) -> _WriteText:
+    return _WriteText(write)
+
+
 def _is_buffer(bind: Bind) -> bool:
     """A tensor made only to be filled (torch.empty/zeros/..., new_*)."""
     expr = bind.expr
@@ -807,7 +835,7 @@ class InplaceOnArgument(Rule):
                 continue
             if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
-            owned = sorted(p for p in flow.params if f"arg:{p}" in write.target.roots and not _state_like(p))
+            owned = sorted(p for p in flow.params if any(r == f"arg:{p}" or r.startswith(f"arg:{p}[") for r in write.target.roots) and not _state_like(p))
             if not owned or owned[0] in reported:
                 continue
             if _returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -9,10 +10,11 @@ import libcst as cst
 from reviewer.cstutil import atom, call_method_name, chain, clean_args, kwarg, method, receiver_of
 from reviewer.findings import Category, Severity
 from reviewer.flow import Bind, Call, FunctionFlow, Store, Use, Write, code_of, short_code
-from reviewer.flowquery import name_of, overlaps
+from reviewer.flowquery import name_of
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
 from reviewer.values import Device, Kind, Tri
 
+_BACKUP = re.compile(r"(backup|snapshot|saved|orig|original|copy|init|initial|before|prev)", re.I)
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
 _QUANTIZERS = frozenset(
     ("torch.quantize_per_tensor", "torch.quantize_per_channel", "torch.quantize_per_tensor_dynamic", "torch.fake_quantize_per_tensor_affine", "torch.fake_quantize_per_channel_affine")
@@ -445,16 +447,15 @@ class PerIterationCloneIntoNewTensor(Rule):
             if any(isinstance(e, Bind) and e.name == src_name and set(e.loops) & {bind.loops[-1]} for e in flow.events):
                 continue  # the source changes every iteration
             roots = bind.value.roots
-            writes = [w for w in flow.of(Write) if bind.loops[-1] in w.loops and overlaps(w.target.roots, roots)]
             kept = any(isinstance(e, Store) and e.value.roots & roots for e in flow.events) or any(
                 type(e).__name__ == "Return" and e.value.roots & roots for e in flow.events
             )
             used_after = any(isinstance(e, Use) and e.name == bind.name and e.line > loop.end for e in flow.events)
-            if not writes or kept or used_after or bind.value.kind is not Kind.TENSOR:
+            if kept or used_after or bind.value.kind is not Kind.TENSOR:
                 continue
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
-                f"only to modify it in place and drop it. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
+                f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
@@ -670,6 +671,15 @@ class DensifyToCopy(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for bind in flow.of(Bind):
+            if isinstance(bind.expr, cst.Call) and call_method_name(bind.expr) == "to_dense" and not bind.expr.args and _BACKUP.search(bind.name):
+                base = receiver_of(bind.expr)
+                message = (
+                    f"`{bind.name} = {short_code(bind.expr)}` keeps a copy of a sparse tensor by densifying it: every zero is "
+                    f"materialised (full-size memory) for a backup that `{short_code(base)}.clone()` makes at sparse size "
+                    "(restore it without `.to_sparse()` then)."
+                )
+                yield Hit(bind.node, message)
         for event in flow.of(Call):
             if event.method != "to_sparse" or event.call.args or event.receiver_node is None:
                 continue
@@ -692,3 +702,163 @@ def _sparse_probe(flow: FunctionFlow, base: cst.BaseExpression) -> str:
     if scope is None or scope.kind != "function" or not isinstance(base, cst.Name) or list(flow.params) != [base.value]:
         return ""
     return f"import torch\n{scope.name}(torch.eye(4).to_sparse())\n"
+
+
+class CloneIntoSlot(Rule):
+    """
+    ## What it does
+    Finds `buf[i] = x.clone()` (or `buf[...] = x.clone()`) where `buf` is a tensor.
+
+    ## Why is this bad?
+    Assigning into a slice of a tensor already copies the values into the buffer's own
+    memory (`copy_`). The clone is a second full copy that is freed right away.
+
+    ## Example
+    ```python
+    self.obs[t] = obs.clone()
+    ```
+
+    ## Use instead
+    ```python
+    self.obs[t] = obs
+    ```
+
+    ## Fix safety
+    Safe: the buffer holds the same values; later writes to `obs` do not reach it either way.
+    """
+
+    code = "RC348"
+    name = "clone-into-slot"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("clone()",)
+    probe = "copy-bytes"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(obs: torch.Tensor):
+                history = []
+                history.append(obs.clone())
+                return history
+            """,
+            "a list stores the object itself: the clone is needed",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(obs: torch.Tensor, steps: int):
+                buf = torch.zeros(steps, 4)
+                buf[0] = obs.clone()
+                return buf
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f(obs: torch.Tensor, steps: int):
+                buf = torch.zeros(steps, 4)
+                buf[0] = obs
+                return buf
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            stmt = write.stmt
+            if write.op != "[...] =" or write.target.kind is not Kind.TENSOR or not isinstance(stmt, cst.Assign):
+                continue
+            base = _clone_receiver(stmt.value)
+            if base is None:
+                continue
+            message = (
+                f"`{short_code(stmt)}` copies twice: assigning into a slice of the tensor `{short_code(write.target_node)}` already copies "
+                f"the values into its memory, so `.clone()` makes a full copy that is freed at once. Assign `{short_code(base)}` itself."
+            )
+            yield Hit(write.node, message, (stmt.value, base))
+
+
+class CopyBeforeTorchTensor(Rule):
+    """
+    ## What it does
+    Finds `torch.tensor(a.copy())` / `torch.tensor(np.copy(a))`: an array copied just
+    before `torch.tensor`, which copies it again.
+
+    ## Why is this bad?
+    `torch.tensor` always copies its data (unlike `torch.from_numpy`/`torch.as_tensor`),
+    so the first copy is allocated, read once and freed: double the memory traffic for
+    every batch.
+
+    ## Example
+    ```python
+    yield torch.tensor(array[i:i + n].copy())
+    ```
+
+    ## Use instead
+    ```python
+    yield torch.tensor(array[i:i + n])
+    ```
+
+    ## Fix safety
+    Safe: `torch.tensor` copies anyway (negative strides included), so the result owns its
+    memory in both versions.
+    """
+
+    code = "RC349"
+    name = "copy-before-torch-tensor"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("copy(",)
+    probe = "unobservable"  # the first copy is NumPy's
+
+    VALID = (
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def f(a: np.ndarray):
+                return torch.from_numpy(a.copy())
+            """,
+            "from_numpy shares memory: the copy is what makes it independent",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import numpy as np
+            import torch
+            def f(a: np.ndarray):
+                return torch.tensor(a[:4].copy())
+            """,
+            line=4,
+            fix="""
+            import numpy as np
+            import torch
+            def f(a: np.ndarray):
+                return torch.tensor(a[:4])
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            if not event.is_any(("torch.tensor",)) or not event.call.args or event.call.args[0].keyword is not None:
+                continue
+            arg = event.call.args[0].value
+            inner: cst.BaseExpression | None = None
+            if isinstance(arg, cst.Call) and call_method_name(arg) == "copy" and not arg.args:
+                inner = receiver_of(arg)
+                if flow.value(inner).kind is Kind.TENSOR:
+                    continue  # (tensors have no .copy(); a mis-typed value is not this rule's)
+            elif isinstance(arg, cst.Call) and code_of(arg.func).endswith(("np.copy", "numpy.copy")) and len(arg.args) == 1:
+                inner = arg.args[0].value
+            if inner is None:
+                continue
+            message = (
+                f"`{short_code(arg)}` copies the array only for `torch.tensor` to copy it again: `torch.tensor` always copies its "
+                f"input. Pass `{short_code(inner)}` directly."
+            )
+            yield Hit(event.node, message, (arg, inner))
