@@ -223,6 +223,8 @@ class _Interpreter:
         # Saves made by the op being evaluated: they join its result's graph.
         self.pending: list[int] = []
         self.scalar_defaults: set[str] = set()
+        # Mappings whose entries are fed to modules (`model(batch["input"])`): they hold tensors.
+        self.tensor_containers: set[str] = set()
         self.class_methods: set[str] = set()
         if scope is not None and scope.class_node is not None:
             self.class_methods = {s.name.value for s in scope.class_node.body.body if isinstance(s, cst.FunctionDef)}
@@ -722,6 +724,13 @@ class _Interpreter:
             return value
         if isinstance(node, cst.Await):
             return self.ev(node.expression)
+        if isinstance(node, cst.Yield):
+            value = node.value
+            if isinstance(value, cst.From):
+                self.ev(value.item)
+            elif value is not None:
+                self.ev(value)
+            return UNKNOWN
         if isinstance(node, cst.Lambda):
             return OTHER
         if isinstance(node, cst.StarredElement):
@@ -829,8 +838,10 @@ class _Interpreter:
         if base.kind is Kind.UNKNOWN and base.roots and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             key = node.slice[0].slice.value
             if isinstance(key, cst.SimpleString):
-                # `batch["image"]`: one entry of a mapping, itself unknown.
-                return Value(kind=Kind.UNKNOWN, roots=frozenset(f"{r}[{key.value}]" for r in base.roots), origin=f"`{_code(node)}`")
+                # `batch["image"]`: one entry of a mapping, itself unknown (a tensor when its
+                # siblings are fed to a module: a collated batch).
+                kind = Kind.TENSOR if _dotted(node.value) in self.tensor_containers else Kind.UNKNOWN
+                return Value(kind=kind, roots=frozenset(f"{r}[{key.value}]" for r in base.roots), origin=f"`{_code(node)}`")
             if isinstance(key, (cst.Name, cst.Integer)):
                 return base.but(via=base.via or "view", certain=False, fresh=False, leaf=False, origin=f"`{_code(node)}`")
         if base.kind is Kind.UNKNOWN and base.roots and _index_kind(node, indexes) == "basic" and all(isinstance(e.slice, cst.Slice) for e in node.slice):
@@ -1037,7 +1048,7 @@ class _Interpreter:
         self.note_saves(node, short, first, args[1] if len(args) > 1 else UNKNOWN)
         result = self.tensor(node, *args, *kwargs.values(), origin=f"`{_short(node)}`")
         if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            result = self.with_save(result, self.save(result, node, f"`{short}`", result.grad is not Tri.NO))
+            result = self.with_save(result, self.save(result, node, f"`{short}`", result.attached))
         return result
 
     def note_saves(self, node: cst.CSTNode, short: str, first: Value, second: Value) -> None:
@@ -1067,6 +1078,9 @@ class _Interpreter:
             else:
                 grad = Tri.YES if has_params is Tri.YES else self.grad_of(*args).either(Tri.MAYBE)
             label = f"`{_code(func)}`" + (f" ({callee.op})" if callee.op else "")
+            for arg in node.args:
+                if isinstance(arg.value, cst.Subscript) and _dotted(arg.value.value):
+                    self.tensor_containers.add(_dotted(arg.value.value))
             if callee.op in api.MODULE_SAVES_INPUT and first.kind is Kind.TENSOR and not self.no_grad:
                 self.save(first, node, label, has_params is Tri.YES or first.attached)
             if has_params is Tri.YES and not self.no_grad and callee.roots:
@@ -1304,7 +1318,7 @@ class _Interpreter:
         if returns == "tuple":
             return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=self.new_root(node, "list"), fresh=True)
         if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
-            result = self.with_save(result, self.save(result, node, f"`.{method}()`", result.grad is not Tri.NO))
+            result = self.with_save(result, self.save(result, node, f"`.{method}()`", result.attached))
         return result
 
     def conversion(self, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], origin: str) -> Value:

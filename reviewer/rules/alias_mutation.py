@@ -3,6 +3,7 @@ reads through another name."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -64,8 +65,8 @@ class _WriteThroughAlias(Rule):
         from reviewer.rules.inplace_autograd import saved_before
 
         for write in flow.of(Write):
-            if deliberate_write(write) or saved_before(flow, write) is not None:
-                continue  # (writing a tensor autograd saved is RC201's, the graver problem)
+            if deliberate_write(write) or write.op == "out=" or saved_before(flow, write) is not None:
+                continue  # (out= writes into a chosen buffer on purpose; a saved tensor is RC201's)
             for pair in alias_pairs(flow, write):
                 if pair.holder in flow.params:
                     continue  # the caller's tensor: RC102
@@ -827,7 +828,7 @@ class InplaceOnArgument(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or _registered_op(flow):
+        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or _registered_op(flow) or _declares_mutation(flow):
             return
         reported: set[str] = set()
         for write in flow.of(Write):
@@ -857,7 +858,9 @@ class InplaceOnArgument(Rule):
             yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
 
 
-_STATE_WORDS = ("out", "buf", "cache", "state", "mem", "past", "acc", "dst", "dest", "result", "target_", "scratch", "workspace", "storage")
+_STATE_WORDS = ("out", "buf", "cache", "state", "mem", "past", "acc", "dst", "dest", "result", "target_", "scratch", "workspace", "storage", "running", "copy_to", "into")
+# Functions whose name says they write into an argument: `foo_out`, `_out_impl`, `set_to_one`, `fill_x`.
+_WRITER_NAME = re.compile(r"(^|_)(out|set|fill|write|store|assign|copy|inplace|mutate|put)(_|$)", re.I)
 
 
 def _state_like(name: str) -> bool:
@@ -866,15 +869,31 @@ def _state_like(name: str) -> bool:
 
 
 def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
-    """`x.add_(1); return x`: mutate-and-return, the caller rebinds what it gets back."""
+    """`x.add_(1); return x` or `return x.copy_(y)`: mutate-and-return, the caller rebinds what it gets back."""
     from reviewer.flow import Return
 
-    return any(isinstance(e.value_node, cst.Name) and e.value_node.value == arg for e in flow.of(Return))
+    for e in flow.of(Return):
+        node = e.value_node
+        while isinstance(node, cst.Call) and (call_method_name(node) or "").endswith("_") and isinstance(node.func, cst.Attribute):
+            node = node.func.value  # x.mul_(w) returns x itself
+        if isinstance(node, cst.Name) and node.value == arg:
+            return True
+    return False
+
+
+def _declares_mutation(flow: FunctionFlow) -> bool:
+    """The signature says the function writes: an `inplace` flag, an autograd `ctx`, a writer's name."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    names = [p.name.value for p in (*scope.node.params.params, *scope.node.params.kwonly_params)]
+    return "inplace" in names or (bool(names) and names[0] == "ctx") or bool(_WRITER_NAME.search(scope.name))
 
 
 def _restored(flow: FunctionFlow, write: Write) -> bool:
-    """Perturb and restore: a later `x.copy_(saved)` puts the argument back."""
-    return any(w.index > write.index and w.op == ".copy_()" and w.target.roots & write.target.roots for w in flow.of(Write))
+    """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`."""
+    writes = [w for w in flow.of(Write) if w.target.roots & write.target.roots]
+    return len(writes) > 1 and any(w.op == ".copy_()" for w in writes)
 
 
 def _registered_op(flow: FunctionFlow) -> bool:

@@ -14,6 +14,8 @@ from reviewer.flowquery import name_of
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
 from reviewer.values import Device, Kind, Tri
 
+# Arguments named like a model's output, which require grad when training.
+_OUTPUT_NAME = re.compile(r"(^|_)(out|output|outputs|logits|pred|preds|prediction|student|emb|embedding|features|hidden|activations?)(_|$)", re.I)
 _BACKUP = re.compile(r"(backup|snapshot|saved|orig|original|copy|init|initial|before|prev)", re.I)
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
 _QUANTIZERS = frozenset(
@@ -286,7 +288,7 @@ def _surely_converts(event: Call) -> bool:
 class CloneThenDetach(Rule):
     """
     ## What it does
-    Finds `x.clone().detach()` on a tensor that may require grad.
+    Finds `x.clone().detach()` on a tensor that requires grad.
 
     ## Why is this bad?
     The clone is recorded in the autograd graph (a `CloneBackward0` node referencing
@@ -338,13 +340,15 @@ class CloneThenDetach(Rule):
             """
             import torch
             def f(x: torch.Tensor):
-                return x.clone().detach()
+                w = torch.randn(3, requires_grad=True)
+                return (w * x).clone().detach()
             """,
-            line=3,
+            line=4,
             fix="""
             import torch
             def f(x: torch.Tensor):
-                return x.detach().clone()
+                w = torch.randn(3, requires_grad=True)
+                return (w * x).detach().clone()
             """,
         ),
     )
@@ -355,8 +359,9 @@ class CloneThenDetach(Rule):
                 continue
             base = _clone_receiver(event.receiver_node)
             recv = flow.value(base) if base is not None else None
-            if base is None or recv is None or not (recv.grad is Tri.YES or (recv.grad is Tri.MAYBE and any(r.startswith("arg:") for r in recv.roots))):
-                continue  # only tensors known to (or that may, as arguments) require grad
+            output_arg = recv.grad is Tri.MAYBE and any(r.startswith("arg:") and _OUTPUT_NAME.search(r[4:]) for r in recv.roots)
+            if base is None or recv is None or not (recv.grad is Tri.YES or output_arg):
+                continue  # only tensors that require grad (or a model's output passed in): otherwise the order does not matter
             message = (
                 f"`{short_code(event.node)}` records the copy in the autograd graph and then cuts it off; "
                 f"`{short_code(base)}.detach().clone()` copies outside the graph, which is what PyTorch recommends."
@@ -525,6 +530,8 @@ class GatherListThenCat(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         gathers = [e for e in flow.of(Call) if e.is_any(("torch.distributed.all_gather", "torch.distributed.distributed_c10d.all_gather")) and e.call.args]
+        if any(e.is_any(("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single")) for e in flow.of(Call)):
+            return  # the list form is the fallback of a function that already uses the single collective
         for gather in gathers:
             parts = name_of(gather.call.args[0].value)
             if not parts:
@@ -674,6 +681,8 @@ class DensifyToCopy(Rule):
         for bind in flow.of(Bind):
             if isinstance(bind.expr, cst.Call) and call_method_name(bind.expr) == "to_dense" and not bind.expr.args and _BACKUP.search(bind.name):
                 base = receiver_of(bind.expr)
+                if name_of(base) == bind.name:
+                    continue  # `x = x.to_dense()`: converting, not keeping a backup
                 message = (
                     f"`{bind.name} = {short_code(bind.expr)}` keeps a copy of a sparse tensor by densifying it: every zero is "
                     f"materialised (full-size memory) for a backup that `{short_code(base)}.clone()` makes at sparse size "

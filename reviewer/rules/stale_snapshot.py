@@ -22,14 +22,25 @@ SNAPSHOT_NAME = re.compile(r"(best|init|initial|orig|original|prev|previous|old|
 def _changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
     """The first later event that changes those storages through another name."""
     for event in flow.after(bind):
-        # Writes through the snapshot's own name are deliberate write-through, not changes.
-        if isinstance(event, Write) and overlaps(event.target.roots, roots) and name_of(event.target_node) != bind.name and not event.op.startswith("nn.init."):
+        # Writes through the snapshot itself (or a name taken from it) are deliberate write-through.
+        if isinstance(event, Write) and overlaps(event.target.roots, roots) and not event.op.startswith("nn.init.") and not _through(flow, event, bind.name):
             return event
     if owner:
         for call in calls_with(flow, owner):
             if call.index > bind.index or (set(call.loops) & set(bind.loops)):
                 return call
     return None
+
+
+def _through(flow: FunctionFlow, write: Write, name: str) -> bool:
+    writer = name_of(write.target_node)
+    if writer == name or writer.startswith(name + ".") or writer.startswith(name + "["):
+        return True
+    from reviewer.flow import code_of
+    from reviewer.flowquery import last_bind
+
+    bind = last_bind(flow, writer, write.index)
+    return bind is not None and bind.expr is not None and re.search(rf"\b{re.escape(name)}\b", code_of(bind.expr)) is not None
 
 
 def _read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str]) -> Use | None:
@@ -702,7 +713,7 @@ class AliasKeptAsSnapshot(Rule):
 
 
 
-MODULE_COPY_NAME = re.compile(r"(target|ema|teacher|old|prev|frozen|best|snapshot|shadow|copy|backup|init|orig|momentum_)", re.I)
+MODULE_COPY_NAME = re.compile(r"(target|ema|teacher|frozen|best|snapshot|shadow|backup|momentum_|average|averaged|swa)", re.I)
 
 
 class ModuleAliasSnapshot(Rule):
