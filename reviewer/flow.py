@@ -232,7 +232,13 @@ class _Interpreter:
     # ----------------------------------------------------------------- helpers
 
     def line(self, node: cst.CSTNode) -> int:
-        return self.file.line_of(node)
+        """The line of a statement, or of the statement being run for an expression: exact node
+        positions are costly and are computed only for what gets reported."""
+        lines = self.file.statement_lines
+        if lines is None:
+            return self.file.line_of(node)
+        span = lines.get(node) or lines.get(self.current) or lines.get(self.current_line)
+        return span[0] if span else self.file.line_of(node)
 
     def emit(self, cls: type[Event], node: cst.CSTNode, **fields: object) -> None:
         if self.silent:
@@ -306,7 +312,8 @@ class _Interpreter:
     # ------------------------------------------------------------- parameters
 
     def bind_params(self, fn: cst.FunctionDef) -> None:
-        evidence = _usage_evidence(fn)
+        start, end = self.file.span(fn)
+        evidence = usage_evidence("\n".join(self.file.lines[start - 1 : end]))
         self.backward_names = evidence.backward
         params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
         for star in (fn.params.star_arg, fn.params.star_kwarg):
@@ -404,7 +411,7 @@ class _Interpreter:
         return self.flow
 
     def run_module(self, module: cst.Module) -> FunctionFlow:
-        self.backward_names = _usage_evidence(module).backward
+        self.backward_names = usage_evidence(self.file.text).backward
         self.block([s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))])
         self.flow.final_state = dict(self.state)
         return self.flow
@@ -1404,41 +1411,47 @@ class _Evidence:
         return Kind.UNKNOWN
 
 
-class _EvidenceVisitor(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.evidence = _Evidence()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return not hasattr(self, "_entered") and setattr(self, "_entered", True) is None
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if isinstance(node.value, cst.Name):
-            self.evidence.attributes.setdefault(node.value.value, set()).add(node.attr.value)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Name):
-            self.evidence.called.add(func.value)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            name = func.value.value
-            self.evidence.methods.setdefault(name, set()).add(func.attr.value)
-            if func.attr.value == "backward":
-                self.evidence.backward.add(name)
-            keywords = {a.keyword.value for a in node.args if a.keyword is not None}
-            # numpy says axis= / keepdims= and has .size as an attribute: these are torch's.
-            if keywords & {"dim", "keepdim"} or (func.attr.value == "size" and node.args) or func.attr.value in ("dim", "numel"):
-                self.evidence.torch_style.add(name)
+_METHOD_CALL = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\(")
+_ATTRIBUTE = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\()")
+_CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+_COMMENT = re.compile(r"#[^\n]*")
+_TORCH_KWARGS = re.compile(r"\b(dim|keepdim)\s*=")
+_KEYWORDS = frozenset("def class if elif while for return with and or not in is lambda yield assert print super".split())
 
 
-def _usage_evidence(node: cst.CSTNode) -> _Evidence:
-    visitor = _EvidenceVisitor()
-    if isinstance(node, cst.Module):
-        visitor._entered = True  # type: ignore[attr-defined]
-    node.visit(visitor)
-    return visitor.evidence
+def usage_evidence(source: str) -> _Evidence:
+    """What each name is used as, read off the function's text with regular expressions (a
+    libcst visitor per function costs as much as the rest of the analysis)."""
+    text = _COMMENT.sub("", source)
+    evidence = _Evidence()
+    for match in _METHOD_CALL.finditer(text):
+        name, method = match.group(1), match.group(2)
+        evidence.methods.setdefault(name, set()).add(method)
+        if method == "backward":
+            evidence.backward.add(name)
+        args = _call_arguments(text, match.end())
+        if _TORCH_KWARGS.search(args) or (method == "size" and args.strip()) or method in ("dim", "numel"):
+            evidence.torch_style.add(name)
+    for match in _ATTRIBUTE.finditer(text):
+        evidence.attributes.setdefault(match.group(1), set()).add(match.group(2))
+    for match in _CALLED.finditer(text):
+        if match.group(1) not in _KEYWORDS:
+            evidence.called.add(match.group(1))
+    return evidence
+
+
+def _call_arguments(text: str, start: int, limit: int = 400) -> str:
+    """The text inside the parentheses that open just before `start`."""
+    depth = 1
+    for i in range(start, min(len(text), start + limit)):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+    return text[start : start + limit]
 
 
 # -------------------------------------------------------------------- small helpers
