@@ -7,6 +7,7 @@ out over a process pool.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -43,6 +44,19 @@ class FileResult:
 
 
 def review_file(job: FileJob) -> FileResult:
+    """Review one file. A failure of the analysis itself costs that file only: it becomes a
+    note and the review goes on (REVIEW_COPIES_DEBUG=1 raises it instead)."""
+    try:
+        return _review_file(job)
+    except Exception as exc:
+        if os.environ.get("REVIEW_COPIES_DEBUG"):
+            raise
+        result = FileResult(job.path, mentions_torch=True)
+        result.notes.append(Note(f"not reviewed: the analysis failed ({type(exc).__name__}: {' '.join(str(exc).split())[:120]}); please report it", job.path))
+        return result
+
+
+def _review_file(job: FileJob) -> FileResult:
     result = FileResult(job.path)
     if not mentions_torch(job.text):
         return result

@@ -594,8 +594,10 @@ class _Interpreter:
                 value = value.but(origin=f"`{name}`")
             self.state[name] = value
             self.emit(Bind, target, name=name, value=value, expr=expr)
-        elif isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and _dotted(target.value) in self.state:
+        elif isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and _dotted(target.value):
             owner_key = _dotted(target.value)
+            if owner_key not in self.state:
+                self.state[owner_key] = self.ev(target.value)
             flag = isinstance(expr, cst.Name) and expr.value == "True"
             self.state[owner_key] = self.state[owner_key].but(grad=Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE)
         elif isinstance(target, cst.Attribute):
@@ -610,6 +612,8 @@ class _Interpreter:
             self.emit(Store, target, container=owner or _code(target.value), container_value=owner_value, value=value, how="setattr", value_node=expr)
         elif isinstance(target, cst.Subscript):
             base = self.ev(target.value)
+            if base.kind is Kind.TENSOR and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) and isinstance(target.slice[0].slice.value, cst.SimpleString):
+                base = base.but(kind=Kind.DICT)  # `out["pair"] = ...`: a mapping (a model output), not a tensor
             for element in target.slice:
                 if isinstance(element.slice, cst.Index):
                     self.ev(element.slice.value)
@@ -821,6 +825,8 @@ class _Interpreter:
                 for part in (element.slice.lower, element.slice.upper, element.slice.step):
                     if part is not None:
                         self.ev(part)
+        if base.kind is Kind.TENSOR and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.SimpleString):
+            return Value(kind=Kind.UNKNOWN, roots=frozenset(f"{r}[{node.slice[0].slice.value.value}]" for r in base.roots))  # a mapping's entry
         if base.kind is Kind.TENSOR:
             kind = _index_kind(node, indexes)
             origin = f"`{_code(node)}`"
@@ -1222,7 +1228,8 @@ class _Interpreter:
             target_node = node.func.value if isinstance(node.func, cst.Attribute) else node
             self.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=roots, grad=Tri.NO), target_node=target_node, op="load_state_dict", source=args[0] if args else None)
             return UNKNOWN
-        if method == "forward" or (method not in _MODULE_METHODS and method not in _PLAIN_OBJECT_METHODS and (args or kwargs)):
+        own_method = isinstance(node.func, cst.Attribute) and _dotted(node.func.value) == "self" and method in self.class_methods
+        if method == "forward" or (not own_method and method not in _MODULE_METHODS and method not in _PLAIN_OBJECT_METHODS and (args or kwargs)):
             # `model.encoder(x)`: a submodule is called like the module itself.
             return self.value_call(node, node.func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
         if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):

@@ -164,3 +164,15 @@ def test_unquote_path() -> None:
 def test_unidiff_rejects_counts_that_lie() -> None:
     with pytest.raises(MalformedDiff, match="longer than its header"):
         list(iter_file_diffs([b"--- a/x\n", b"+++ b/x\n", b"@@ -1 +1 @@\n", b"-a\n", b"-b\n"]))
+
+
+def test_a_failing_analysis_costs_only_that_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reviewer.rules.copy_construct import CopyConstructFromTensor
+
+    def broken(self, flow):  # a bug in one rule
+        raise AttributeError("'NoneType' object has no attribute 'grad'")
+
+    monkeypatch.setattr(CopyConstructFromTensor, "check", broken)
+    result = review_file(FileJob("m.py", "import torch\nx = torch.tensor(torch.ones(2))\n", None, ("RC301",)))
+    assert result.findings == []
+    assert [n.path for n in result.notes] == ["m.py"] and "the analysis failed (AttributeError" in result.notes[0].message

@@ -873,11 +873,13 @@ def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
     from reviewer.flow import Return
 
     for e in flow.of(Return):
-        node = e.value_node
-        while isinstance(node, cst.Call) and (call_method_name(node) or "").endswith("_") and isinstance(node.func, cst.Attribute):
-            node = node.func.value  # x.mul_(w) returns x itself
-        if isinstance(node, cst.Name) and node.value == arg:
-            return True
+        values = e.value_node.elements if isinstance(e.value_node, (cst.Tuple, cst.List)) else [e.value_node]
+        for value in values:
+            node = value.value if isinstance(value, cst.BaseElement) else value
+            while isinstance(node, cst.Call) and (call_method_name(node) or "").endswith("_") and isinstance(node.func, cst.Attribute):
+                node = node.func.value  # x.mul_(w) returns x itself
+            if isinstance(node, cst.Name) and node.value == arg:
+                return True
     return False
 
 

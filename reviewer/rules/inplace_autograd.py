@@ -424,8 +424,8 @@ class DataMutationHidesFromAutograd(Rule):
 class InplaceOnForwardInput(Rule):
     """
     ## What it does
-    Finds an in-place op on the input of an `nn.Module.forward` (`x += self.bias`,
-    `x.mul_(s)`, `x.relu_()`) outside `torch.no_grad()`.
+    Finds an `nn.Module.forward` that returns its own input modified in place
+    (`return x.mul_(s)`, `x += self.bias; return x`) outside `torch.no_grad()`.
 
     ## Why is this bad?
     The input is the previous layer's output, which that layer has often saved for its
@@ -498,7 +498,7 @@ class InplaceOnForwardInput(Rule):
                     self.scale = nn.Parameter(torch.ones(4))
                 def forward(self, x):
                     x += self.scale
-                    return x.relu()
+                    return x
             """,
             line=8,
             fix="""
@@ -510,7 +510,7 @@ class InplaceOnForwardInput(Rule):
                     self.scale = nn.Parameter(torch.ones(4))
                 def forward(self, x):
                     x = x + self.scale
-                    return x.relu()
+                    return x
             """,
         ),
     )
@@ -522,15 +522,24 @@ class InplaceOnForwardInput(Rule):
         for write in flow.of(Write):
             if write.no_grad or deliberate_write(write) or not write.target.roots & inputs or not write.target.certain:
                 continue
-            if saved_before(flow, write) is not None:
-                continue  # RC201 says more
+            if write.op.startswith("[...]") or saved_before(flow, write) is not None:
+                continue  # masking entries is common and mostly harmless; a saved tensor is RC201's
             arg = sorted(r[4:] for r in write.target.roots & inputs)[0]
+            if not _returns_input(flow, arg):
+                continue  # the module's output is something else: the write is a local detail
             message = (
                 f"`{short_code(write.stmt or write.node)}` writes in place into `{arg}`, the input of `forward`: the layer before "
                 "this module has often saved that tensor for backward (tanh, sigmoid, softmax and relu keep their output), so "
                 "training raises \"modified by an inplace operation\", and the caller's tensor changes too. Use the out-of-place op."
             )
             yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"))
+
+
+def _returns_input(flow: FunctionFlow, arg: str) -> bool:
+    """forward returns its (mutated) input: `return x.mul_(s)`, or `x += b ... return x`."""
+    from reviewer.rules.alias_mutation import _returns_argument
+
+    return _returns_argument(flow, arg)
 
 
 _SAVES_OUTPUT_MODULES = ("Tanh", "Sigmoid", "Softmax", "LogSoftmax", "ReLU", "ReLU6", "Hardtanh")

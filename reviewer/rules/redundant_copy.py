@@ -359,8 +359,10 @@ class CloneThenDetach(Rule):
                 continue
             base = _clone_receiver(event.receiver_node)
             recv = flow.value(base) if base is not None else None
+            if base is None or recv is None:
+                continue
             output_arg = recv.grad is Tri.MAYBE and any(r.startswith("arg:") and _OUTPUT_NAME.search(r[4:]) for r in recv.roots)
-            if base is None or recv is None or not (recv.grad is Tri.YES or output_arg):
+            if not (recv.grad is Tri.YES or output_arg):
                 continue  # only tensors that require grad (or a model's output passed in): otherwise the order does not matter
             message = (
                 f"`{short_code(event.node)}` records the copy in the autograd graph and then cuts it off; "
