@@ -841,7 +841,7 @@ class InplaceOnArgument(Rule):
                 continue
             if _returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
                 continue  # mutate-and-return: callers rebind what they get back
-            if _restored(flow, write) or fresh_at_every_call_site(flow, owned[0]):
+            if _restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]):
                 continue
             arg = owned[0]
             reported.add(arg)
@@ -872,15 +872,35 @@ def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
     """`x.add_(1); return x` or `return x.copy_(y)`: mutate-and-return, the caller rebinds what it gets back."""
     from reviewer.flow import Return
 
+    root = f"arg:{arg}"
     for e in flow.of(Return):
-        values = e.value_node.elements if isinstance(e.value_node, (cst.Tuple, cst.List)) else [e.value_node]
-        for value in values:
-            node = value.value if isinstance(value, cst.BaseElement) else value
-            while isinstance(node, cst.Call) and (call_method_name(node) or "").endswith("_") and isinstance(node.func, cst.Attribute):
-                node = node.func.value  # x.mul_(w) returns x itself
-            if isinstance(node, cst.Name) and node.value == arg:
-                return True
+        values = e.value.items if e.value.items is not None else (e.value,)
+        # What is returned still holds the argument's memory (x, x.mul_(w), a view of x).
+        if any(root in v.roots and v.certain and not v.via for v in values):
+            return True
     return False
+
+
+def callers_rebind(flow: FunctionFlow, arg: str) -> bool:
+    """Every call in the file passes a name for `arg` and rebinds that name to the result
+    (`ll, obj = _mask_pads(ll, obj)`): the original is dropped, its mutation unseen."""
+    scope = flow.scope
+    sites = _own_call_sites(flow)
+    if scope is None or not isinstance(scope.node, cst.FunctionDef) or not sites:
+        return False
+    params = [p.name.value for p in scope.node.params.params]
+    if scope.kind == "method" and params:
+        params = params[1:]
+    position = params.index(arg) if arg in params else None
+    assigned = _assigned_names(flow.file)
+    for call in sites:
+        passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
+        if passed is None and position is not None:
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            passed = positional[position] if position < len(positional) else None
+        if not (isinstance(passed, cst.Name) and passed.value in assigned.get(call, set())):
+            return False
+    return True
 
 
 def _declares_mutation(flow: FunctionFlow) -> bool:
@@ -916,7 +936,7 @@ def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
     if scope.kind == "method" and params:
         params = params[1:]
     position = params.index(arg) if arg in params else None
-    sites = _call_sites(flow.file, scope.name)
+    sites = _own_call_sites(flow)
     if not sites:
         return False
     for call in sites:
@@ -946,7 +966,7 @@ def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
         params = params[1:]
     position = params.index(arg) if arg in params else None
     assigned = _assigned_names(flow.file)
-    for call in _call_sites(flow.file, scope.name):
+    for call in _own_call_sites(flow):
         passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
         if passed is None and position is not None:
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
@@ -976,6 +996,22 @@ def _assigned_names(file: object) -> dict[cst.Call, set[str]]:
         file.module.visit(_Assigns())  # type: ignore[attr-defined]
         file._assigned = cache = found  # type: ignore[attr-defined]
     return cache
+
+
+def _own_call_sites(flow: FunctionFlow) -> list[cst.Call]:
+    """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method."""
+    scope = flow.scope
+    if scope is None:
+        return []
+    method = scope.kind == "method"
+    out = []
+    for call in _call_sites(flow.file, scope.name):
+        func = call.func
+        if method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            out.append(call)
+        elif not method and isinstance(func, cst.Name):
+            out.append(call)
+    return out
 
 
 def _call_sites(file: object, name: str) -> list[cst.Call]:

@@ -783,8 +783,8 @@ class CloneIntoSlot(Rule):
             if write.op != "[...] =" or write.target.kind is not Kind.TENSOR or not isinstance(stmt, cst.Assign):
                 continue
             base = _clone_receiver(stmt.value)
-            if base is None:
-                continue
+            if base is None or flow.value(base).roots & write.target.roots:
+                continue  # `x[:, 1:] = x[:, :-1].clone()`: source and target overlap, the clone is needed
             message = (
                 f"`{short_code(stmt)}` copies twice: assigning into a slice of the tensor `{short_code(write.target_node)}` already copies "
                 f"the values into its memory, so `.clone()` makes a full copy that is freed at once. Assign `{short_code(base)}` itself."
