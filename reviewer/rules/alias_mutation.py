@@ -1005,19 +1005,23 @@ def _own_call_sites(flow: FunctionFlow) -> list[cst.Call]:
         return []
     method = scope.kind == "method"
     out = []
-    for call in _call_sites(flow.file, scope.name):
+    root = scope.class_node if method and scope.class_node is not None else flow.file.module
+    for call in _call_sites(flow.file, scope.name, root):
         func = call.func
-        if method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
-            out.append(call)
-        elif not method and isinstance(func, cst.Name):
+        if (method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or (not method and isinstance(func, cst.Name)):
             out.append(call)
     return out
 
 
-def _call_sites(file: object, name: str) -> list[cst.Call]:
-    cache = getattr(file, "_call_sites", None)
-    if cache is None:
-        found: dict[str, list[cst.Call]] = {}
+def _call_sites(file: object, name: str, root: cst.CSTNode) -> list[cst.Call]:
+    """Calls named `name` under `root` (the module, or a class for its methods), cached."""
+    caches = getattr(file, "_call_sites", None)
+    if caches is None:
+        caches = {}
+        file._call_sites = caches  # type: ignore[attr-defined]
+    found = caches.get(id(root))
+    if found is None:
+        found = {}
 
         class _Calls(cst.CSTVisitor):
             def visit_Call(self, node: cst.Call) -> None:
@@ -1026,9 +1030,9 @@ def _call_sites(file: object, name: str) -> list[cst.Call]:
                 if key:
                     found.setdefault(key, []).append(node)
 
-        file.module.visit(_Calls())  # type: ignore[attr-defined]
-        file._call_sites = cache = found  # type: ignore[attr-defined]
-    return cache.get(name, [])
+        root.visit(_Calls())
+        caches[id(root)] = found
+    return found.get(name, [])
 
 
 def _bind_of(flow: FunctionFlow, name: str, write: Write) -> Bind | None:

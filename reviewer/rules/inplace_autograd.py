@@ -20,11 +20,24 @@ def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
     """A tensor autograd saved before this write, still needed (no backward freed it)."""
     for saved in flow.saved:
         needed = saved.index < write.index and not backward_between(flow, saved.index, write.index, saved.index)
-        if needed and overlaps(saved.roots, write.target.roots) and (saved.attached or saved.in_forward):
+        if needed and overlaps(saved.roots, write.target.roots) and (saved.attached or saved.in_forward) and not _rebound(flow, saved, write):
             if write.op == "optimizer.step()" and not backward_later(flow, write.index, saved.index):
                 continue  # stepping with a graph still alive is harmless unless it is backpropagated after
             return saved
     return None
+
+
+def _rebound(flow: FunctionFlow, saved: Saved, write: Write) -> bool:
+    """After the save the written name was bound to another tensor: where the save happened
+    (one arm of an `if`), the write reaches that other tensor; merging the arms must not pair
+    the save with the write."""
+    from reviewer.flow import Bind
+    from reviewer.flowquery import name_of
+
+    name = name_of(write.target_node)
+    return any(
+        isinstance(e, Bind) and e.name == name and saved.index < e.index < write.index and not overlaps(e.value.roots, saved.roots) for e in flow.events
+    )
 
 
 class InplaceOnSavedTensor(Rule):
