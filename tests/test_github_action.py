@@ -22,7 +22,7 @@ from tests.github_fake import FakeGitHub
 from tests.github_repo import REPOSITORY, make_pull_request, write_event
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs" / "github.md"
+DOCS = ROOT / "README.md"
 INPUTS = {"openai-api-key", "model", "base-url", "fail-on", "device", "sandbox", "post-review", "python-version"}
 
 
