@@ -109,8 +109,11 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def corpus_cases(root: Path) -> Iterator[Case]:
-    for folder in sorted(p for p in root.rglob("before") if p.is_dir() and (p.parent / "after").is_dir()):
-        yield Case(folder.parent.relative_to(root).as_posix(), "corpus", _tree(folder), _tree(folder.parent / "after"))
+    case_dirs = sorted(p.parent for p in root.rglob("after") if p.is_dir())
+    for folder in case_dirs:
+        # A case without before/ adds new files only.
+        before = _tree(folder / "before") if (folder / "before").is_dir() else {}
+        yield Case(folder.relative_to(root).as_posix(), "corpus", before, _tree(folder / "after"))
     for after in sorted(root.rglob("*.after.py")):
         before = after.with_name(after.name.replace(".after.py", ".before.py"))
         name = after.name.replace(".after.py", ".py")
@@ -119,6 +122,8 @@ def corpus_cases(root: Path) -> Iterator[Case]:
     for single in sorted(root.rglob("*.py")):
         if single.name.endswith((".before.py", ".after.py")) or any(part in ("before", "after") for part in single.relative_to(root).parts):
             continue
+        if any(d == single.parent or d in single.parents for d in case_dirs):
+            continue  # a case's own scripts (proof.py) are not part of its change
         yield Case(single.relative_to(root).as_posix(), "corpus", {}, {single.name: single.read_text(encoding="utf-8")})
 
 
