@@ -15,8 +15,8 @@ import random
 import re
 import time
 import traceback
-from collections.abc import Callable
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -545,7 +545,7 @@ class Trial:
 
 MAX_TRIES = 12  # calls of the original while searching inputs
 MAX_FIX_TRIES = 6  # more calls, of both, when the original stops at the finding's own error
-SEARCH_SECONDS = 8.0
+SEARCH_SECONDS = 6.0  # of the probe's 30 s wall clock
 
 # Errors that are the finding itself: inputs that reach them count as inputs the code runs with.
 _SIGNATURES = {
@@ -595,7 +595,7 @@ def _priority(plan: synth.Plan, trial: Trial) -> list[synth.Slot]:
             return 1
         return 2
 
-    return sorted(coords, key=score)
+    return sorted(coords, key=lambda slot: (score(slot), slot.certainty))
 
 
 @dataclass
@@ -616,6 +616,17 @@ def search(original: Runner, fixed: Runner | None, recipes: list[str], device: s
     """Candidates of each input, tried one change at a time (the inputs the error is about
     first), keeping a change when the original gets further, until it runs, or reaches the
     finding's own error; then, if it stopped there, until the fix runs too."""
+    try:
+        return _search(original, fixed, recipes, device)
+    except Exception as exc:  # a bug here must not cost the verdict: the first candidates remain
+        return Search({}, 0, Trial("inputs", f"the input search failed: {_text(exc)}"))
+
+
+def _normal(choice: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in choice.items() if v}
+
+
+def _search(original: Runner, fixed: Runner | None, recipes: list[str], device: str) -> Search:
     signatures = "|".join(_SIGNATURES[r] for r in recipes if r in _SIGNATURES) or None
     variant = synth.Variant("plain", device=device)
     started = time.monotonic()
@@ -639,7 +650,7 @@ def search(original: Runner, fixed: Runner | None, recipes: list[str], device: s
                 for k in range(len(slot.cands)):
                     if k == base.get(slot.path, 0):
                         continue
-                    new = {**base, slot.path: k}
+                    new = _normal({**base, slot.path: k})
                     key = frozenset(new.items())
                     if key in seen:
                         continue

@@ -66,7 +66,8 @@ _NAME_KINDS: tuple[tuple[str, str], ...] = (
     (r"^(device|dev)$", "device"),
     (r"^dtype$", "dtype"),
     (r"^(params|parameters|weights_list|tensors|xs|inputs_list)$", "tensor_list"),
-    (r"^(lr|learning_rate|alpha|beta|scale|factor|temperature|tau|gamma|weight_decay|decay|threshold|thr|thresh|clip|max_norm|p|rate|margin|lam|lambda_|gain|ratio|dropout|sigma|noise|smoothing|coef|eps_\w+|\w+_weight|\w+_coef)$", "float"),
+    (r"^(lr|learning_rate|alpha|beta|scale|factor|temperature|tau|gamma|weight_decay|decay|threshold|thr|thresh|clip|max_norm|p|rate|margin)$", "float"),
+    (r"^(lam|lambda_|gain|ratio|dropout|sigma|noise|smoothing|coef|eps_\w+|\w+_weight|\w+_coef)$", "float"),
     (r"^(metric|score|reward|acc|accuracy|value|val_metric|val_score|current)$", "number"),
     (r"^(eps|epsilon|tol)$", "eps"),
     (r"^(momentum)$", "momentum"),
@@ -108,7 +109,10 @@ _ANNOTATION_KINDS: tuple[tuple[str, str], ...] = (
 _NAME_PATTERNS = tuple((re.compile(p), k) for p, k in _NAME_KINDS)
 _ANNOTATION_PATTERNS = tuple((re.compile(p), k) for p, k in _ANNOTATION_KINDS)
 _OPTIONAL = re.compile(r"\s*\|\s*None|Optional\[(.*)\]")
-_SIZE_NAME = re.compile(r"^(dim|d|hidden|hidden_size|hidden_dim|size|in_features|out_features|features|channels|width|vocab|vocab_size|classes|n_classes|num_classes|fan_in|fan_out|out|embed_dim|d_model|\w+_dim|dim_\w+|\w+_size|num_features|in_channels|out_channels|n_embd|n_experts|num_experts)$")
+_SIZE_NAME = re.compile(
+    r"^(dim|d|hidden|hidden_size|hidden_dim|size|in_features|out_features|features|channels|width|vocab|vocab_size|classes|n_classes|num_classes"
+    r"|fan_in|fan_out|out|embed_dim|d_model|\w+_dim|dim_\w+|\w+_size|num_features|in_channels|out_channels|n_embd|n_experts|num_experts|num_labels|n_labels)$"
+)
 
 
 def _annotation_text(annotation: Any) -> str:
@@ -167,6 +171,13 @@ class Slot:
     names: frozenset[str]
     search: bool = True
     facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def certainty(self) -> int:
+        """How much the code says about this value: the search changes the least certain first."""
+        f = self.facts
+        roles = set(f.get("roles", [])) - {"tensor", "written", "numeric", "sized", "string"}
+        return len(roles) + sum(1 for k in ("rank", "keys", "iter", "items", "feeds") if k in f)
 
 
 def _shapes_of_rank(rank: int, names: set[str]) -> list[tuple[int, ...]]:
@@ -414,6 +425,8 @@ def candidates(name: str, facts: dict[str, Any], annotation: Any, ctx: Context) 
                 out += _kind_cands(kind, facts, ctx)
     out += _fact_cands(name, facts, ctx)
     out += _kind_cands(name_kind(name), facts, ctx)
+    if any(c.kind == "loader" and c.arg is not None for c in out):
+        out = [c for c in out if not (c.kind == "loader" and c.arg is None)]  # the loop says how elements unpack
     out = _dedupe(out)
     out = _dedupe(out + _tail(out))
     return out[:MAX_CANDIDATES]
@@ -614,11 +627,12 @@ class World:
             raise Unbuildable(f"could not build `{path}` as {c.words()}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
 
     def models(self) -> dict[str, torch.nn.Module]:
+        """The model arguments (the constructor's too, for a method), by name."""
         assert self.plan is not None
         out = {}
-        for name in self.plan.params:
-            if self.cand(name).kind in ("model", "file_model"):
-                out[name] = self.value(name)
+        for path in [f"init:{n}" for n in self.plan.init_params] + self.plan.params:
+            if self.cand(path).kind in ("model", "file_model"):
+                out[path.split(":")[-1]] = self.value(path)
         return out
 
     def _paired_model(self, path: str) -> torch.nn.Module:

@@ -365,7 +365,7 @@ class Analyzer:
                 return
             self._tensor_index(path, parent)
             return
-        if isinstance(parent, (cst.Index, cst.SubscriptElement)) or (isinstance(parent, cst.Slice)):
+        if isinstance(parent, (cst.Index, cst.SubscriptElement, cst.Slice)):
             add(path, "roles", "index")
             return
         if isinstance(parent, cst.Call) and parent.func is node:
@@ -374,7 +374,7 @@ class Analyzer:
         if isinstance(parent, cst.Arg) and isinstance(grand, cst.Call):
             self._argument(path, parent, grand, parents[:-2])
             return
-        if isinstance(parent, cst.Comparison) or isinstance(parent, cst.ComparisonTarget):
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
             comparison = parent if isinstance(parent, cst.Comparison) else grand
             if isinstance(comparison, cst.Comparison):
                 self._compared(path, node, comparison, parents)
@@ -451,11 +451,7 @@ class Analyzer:
             ks = [_int_value(a.value) for a in args]
             add(path, "min_rank", max((k + 1 if k >= 0 else -k) for k in ks if k is not None) if any(k is not None for k in ks) else 2)
             add(path, "roles", "tensor")
-        elif name == "numpy":
-            add(path, "roles", "tensor")
-        elif name == "unique" or name == "tolist":
-            add(path, "roles", "tensor")
-        elif name.endswith("_") and not name.endswith("__"):
+        elif name == "numpy" or name == "unique" or name == "tolist" or (name.endswith("_") and not name.endswith("__")):
             add(path, "roles", "tensor")
         if name == "state_dict" or name == "load_state_dict" or name == "zero_grad":
             add(path, "roles", "stateful")
@@ -505,7 +501,7 @@ class Analyzer:
             add(path, "roles", "size")
             return
         if last in _LAYERS:
-            if last == "MultiheadAttention" and pos == 1 or last in ("TransformerEncoderLayer", "TransformerDecoderLayer") and pos == 1:
+            if (last == "MultiheadAttention" and pos == 1) or (last in ("TransformerEncoderLayer", "TransformerDecoderLayer") and pos == 1):
                 add(path, "roles", "heads")
             elif pos is not None:
                 add(path, "roles", "size")
