@@ -59,8 +59,9 @@ _NAME_KINDS: tuple[tuple[str, str], ...] = (
     (r"^(history|losses|log|logs|records|outputs_list|metrics_list|cache|all_losses|results|preds_list|saved|snapshots)$", "list"),
     (r"^(stats|metrics|meters|state|store|registry|logs_dict|summary|config|cfg)$", "dict"),
     (r"^(mask|masks|attention_mask|keep|valid)$|_mask$", "mask"),
-    (r"^(index|indices|idx|ids|perm|order)$|_idx$|_ids$", "index"),
-    (r"^(i|j|pos|position|step_idx|slot)$|_id$", "position"),
+    (r"^(ids|input_ids|token_ids|tokens|src|tgt|text_ids|seq_ids)$", "tokens"),
+    (r"^(index|indices|idx|perm|order)$|_idx$|_ids$", "index"),
+    (r"^(i|j|pos|position|step_idx|slot|epoch|step|global_step|iteration|it|batch_idx|rank|seed)$|_id$", "position"),
     (r"^(y|target|targets|label|labels|gt|truth)$|^y_", "target"),
     (r"^(arr|array|ndarray|np_\w+|\w+_np|buffer_np)$", "ndarray"),
     (r"^(device|dev)$", "device"),
@@ -150,8 +151,8 @@ class Cand:
 
     def words(self) -> str:
         a = self.arg
-        if self.kind in ("float_tensor", "long", "prob", "ids", "ndarray") and isinstance(a, tuple):
-            what = {"float_tensor": "float", "long": "class-id", "prob": "probability", "ids": "token-id", "ndarray": "ndarray"}[self.kind]
+        if self.kind in ("float_tensor", "long", "prob", "ids", "ndarray", "mask") and isinstance(a, tuple):
+            what = {"float_tensor": "float", "long": "class-id", "prob": "probability", "ids": "token-id", "ndarray": "ndarray", "mask": "bool"}[self.kind]
             return f"{what} {tuple(a)}"
         if self.kind in ("int", "float", "string", "bool"):
             return repr(a)
@@ -192,12 +193,13 @@ def _shapes_of_rank(rank: int, names: set[str]) -> list[tuple[int, ...]]:
         shapes = [(FEATURES, SPATIAL, SPATIAL), (SPATIAL, SPATIAL, FEATURES), (BATCH, SEQ, FEATURES)]
         return [shapes[1], shapes[0], shapes[2]] if last else shapes
     if rank == 4:
-        shapes = [(2, FEATURES, SPATIAL, SPATIAL), (2, SPATIAL, SPATIAL, FEATURES)]
+        shapes = [(BATCH, FEATURES, SPATIAL, SPATIAL), (BATCH, SPATIAL, SPATIAL, FEATURES)]
         return shapes[::-1] if last else shapes
-    return [(2,) * (rank - 3) + (FEATURES, SPATIAL, SPATIAL)]
+    return [(BATCH,) + (2,) * (rank - 4) + (FEATURES, SPATIAL, SPATIAL)]
 
 
 _NUMBER_ROLES = {"size": 4, "count": 2, "heads": HEADS, "index": 1, "number": 0.5}
+_TENSOR_KINDS = frozenset(("float_tensor", "long", "ids", "prob", "index", "mask", "sparse", "param", "fits", "ndarray"))
 
 
 class Context:
@@ -269,6 +271,14 @@ def _is_size(name: str, facts: dict[str, Any]) -> bool:
     return "size" in facts.get("roles", []) or bool(_SIZE_NAME.match(name))
 
 
+def _preferred_shapes(facts: dict[str, Any], names: set[str] = frozenset()) -> list[tuple[int, ...]]:  # type: ignore[assignment]
+    if "rank" in facts:
+        return _shapes_of_rank(int(facts["rank"]), set(names))
+    if facts.get("min_rank", 0) > 2:
+        return [s for r in range(int(facts["min_rank"]), 5) for s in _shapes_of_rank(r, set(names))]
+    return [(BATCH, FEATURES)]
+
+
 def _tensor_cands(facts: dict[str, Any], names: set[str]) -> list[Cand]:
     roles = set(facts.get("roles", []))
     out: list[Cand] = []
@@ -286,7 +296,7 @@ def _tensor_cands(facts: dict[str, Any], names: set[str]) -> list[Cand]:
     if "sparse" in roles:
         out = [Cand("sparse"), *out]
     if "ndarray" in roles:
-        out = [Cand("ndarray", (BATCH, FEATURES)), *out]
+        out = [*(Cand("ndarray", s) for s in _preferred_shapes(facts, names)), *out]
     if "grad" in roles and "rank" not in facts:
         out.append(Cand("param"))
     return out
@@ -336,6 +346,8 @@ def _fact_cands(name: str, facts: dict[str, Any], ctx: Context) -> list[Cand]:
     if "feeds" in facts:
         out.append(Cand("fits", tuple(facts["feeds"])))
     out += _tensor_cands(facts, names)
+    if "tensor" in roles and not any(c.kind in _TENSOR_KINDS for c in out + _kind_cands(name_kind(name), facts, ctx)):
+        out.append(Cand("float_tensor", (BATCH, FEATURES)))  # tensor methods: a tensor, whatever the name says
     if "string" in roles and not out:
         out.append(Cand("string", "x"))
     return out
@@ -351,11 +363,12 @@ def _kind_cands(kind: str, facts: dict[str, Any], ctx: Context) -> list[Cand]:
         "loss": [Cand("loss")],
         "list": [Cand("list")],
         "dict": [Cand("dict")],
-        "mask": [Cand("mask")],
+        "mask": [Cand("mask", (BATCH, FEATURES))],
         "index": [Cand("index"), Cand("int", 1)],
+        "tokens": [Cand("ids", (BATCH, SEQ)), Cand("index")],
         "position": [Cand("int", 1), Cand("int", 0)],
         "target": [Cand("float_tensor", (BATCH, CLASSES)), Cand("long", (BATCH,))],
-        "ndarray": [Cand("ndarray", (BATCH, FEATURES))],
+        "ndarray": [Cand("ndarray", s) for s in _preferred_shapes(facts)],
         "device": [Cand("device")],
         "dtype": [Cand("dtype")],
         "tensor_list": [Cand("tensor_list")],
@@ -392,9 +405,13 @@ def _tail(cands: list[Cand]) -> list[Cand]:
     first = cands[0].kind
     if first in ("float_tensor", "long", "prob", "fits", "param"):
         return [Cand("float_tensor", (BATCH, FEATURES)), Cand("long", (BATCH,)), Cand("ids", (BATCH, SEQ)),
-                Cand("float_tensor", (FEATURES,)), Cand("float_tensor", (2, FEATURES, SPATIAL, SPATIAL))]
+                Cand("float_tensor", (FEATURES,)), Cand("float_tensor", (BATCH, FEATURES, SPATIAL, SPATIAL))]
     if first in ("int", "float"):
         return [Cand("int", FEATURES), Cand("float", 0.5)]
+    if first == "mask":
+        return [Cand("mask", (BATCH, BATCH)), Cand("mask", (BATCH,))]
+    if first == "ndarray":
+        return [Cand("ndarray", (BATCH, FEATURES)), Cand("ndarray", (SPATIAL, SPATIAL, FEATURES)), Cand("ndarray", (FEATURES,))]
     return []
 
 
@@ -677,7 +694,7 @@ class World:
         if k == "index":
             return torch.randint(0, FEATURES, (BATCH,), device=dev)
         if k == "mask":
-            return torch.rand(BATCH, FEATURES, device=dev) > 0.5
+            return torch.rand(*(a or (BATCH, FEATURES)), device=dev) > 0.5
         if k == "sparse":
             i = torch.tensor([[0, 1, 2, 3, 1], [1, 2, 3, 0, 1]])
             return torch.sparse_coo_tensor(i, torch.randn(5), (FEATURES, FEATURES), device=dev)
@@ -891,11 +908,11 @@ def fit_input(module: torch.nn.Module, world: World) -> Any:
         if isinstance(m, nn.Linear):
             return world.float_tensor((BATCH, m.in_features))
         if isinstance(m, nn.Conv1d):
-            return world.float_tensor((2, m.in_channels, 16))
+            return world.float_tensor((BATCH, m.in_channels, 16))
         if isinstance(m, nn.Conv2d):
-            return world.float_tensor((2, m.in_channels, SPATIAL * 2, SPATIAL * 2))
+            return world.float_tensor((BATCH, m.in_channels, SPATIAL * 2, SPATIAL * 2))
         if isinstance(m, nn.Conv3d):
-            return world.float_tensor((2, m.in_channels, SPATIAL, SPATIAL, SPATIAL))
+            return world.float_tensor((BATCH, m.in_channels, SPATIAL, SPATIAL, SPATIAL))
         if isinstance(m, (nn.LSTM, nn.GRU, nn.RNN)):
             shape = (BATCH, SEQ, m.input_size) if m.batch_first else (SEQ, BATCH, m.input_size)
             return world.float_tensor(shape)
@@ -906,7 +923,7 @@ def fit_input(module: torch.nn.Module, world: World) -> Any:
         if isinstance(m, nn.BatchNorm1d):
             return world.float_tensor((BATCH, m.num_features))
         if isinstance(m, nn.BatchNorm2d):
-            return world.float_tensor((2, m.num_features, SPATIAL, SPATIAL))
+            return world.float_tensor((BATCH, m.num_features, SPATIAL, SPATIAL))
     return None
 
 

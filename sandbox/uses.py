@@ -341,6 +341,14 @@ class Analyzer:
         if not parents:
             return
         parent = parents[-1]
+        if isinstance(parent, cst.BinaryOperation):
+            # A bound of a slice, even inside arithmetic (`x[i:i + self.window]`), is an int.
+            for outer in reversed(parents[:-1]):
+                if isinstance(outer, cst.Slice):
+                    self.facts.add(path, "roles", "index")
+                    break
+                if not isinstance(outer, (cst.BinaryOperation, cst.UnaryOperation)):
+                    break
         grand = parents[-2] if len(parents) >= 2 else None
         add = self.facts.add
         if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -444,6 +452,8 @@ class Analyzer:
             if k is not None:
                 add(path, "min_rank", k + 1 if k >= 0 else -k)
             add(path, "roles", "tensor")
+        elif name == "transpose" and len(args) >= 3:  # NumPy's axes order
+            add(path, "rank", len(args))
         elif name == "permute" and args:
             add(path, "rank", len(args))
             add(path, "roles", "tensor")

@@ -32,7 +32,7 @@ def test_a_shape_unpacked_into_four_names_is_a_4d_tensor() -> None:
         center.mul_(gain)
         return center
     """, 6, "alias-mutation", recipes="input-mutation")
-    assert s["ran"] and s["inputs"]["frames"] == "float (2, 4, 6, 6)"
+    assert s["ran"] and s["inputs"]["frames"] == "float (8, 4, 6, 6)"
     assert d.status == verdict.CONFIRMED and "input `frames` was modified" in d.evidence
 
 
@@ -43,7 +43,7 @@ def test_broadcast_indexing_and_channels_pick_the_image_layout() -> None:
         images.sub_(mean[:, None, None]).div_(std[:, None, None])
         return images
     """, 3, "alias-mutation", recipes="input-mutation")
-    assert s["inputs"]["mean"] == "float (4,)" and s["inputs"]["images"] == "float (2, 4, 6, 6)"
+    assert s["inputs"]["mean"] == "float (4,)" and s["inputs"]["images"] == "float (8, 4, 6, 6)"
     assert d.status == verdict.CONFIRMED
 
 
