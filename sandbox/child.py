@@ -606,7 +606,10 @@ class Search:
     described: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tries": self.tries, "ran": self.best.stage == "ok", "inputs": dict(list(self.described.items())[:12])}
+        out: dict[str, Any] = {
+            "tries": self.tries, "limit": MAX_TRIES, "fix_limit": MAX_FIX_TRIES, "ran": self.best.stage == "ok",
+            "inputs": dict(list(self.described.items())[:12]),
+        }
         if self.best.stage != "ok":
             out["error"] = self.best.error
         return out

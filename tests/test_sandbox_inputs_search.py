@@ -1,5 +1,6 @@
 """The input search in the probe (sandbox.inputs, sandbox.child.search): each kind of
-candidate, on code that only runs with that kind of value, through the warm worker."""
+candidate, on code that only runs with that kind of value, through the warm worker (this
+process never imports torch: children it forks would count its memory as theirs)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 from reviewer.findings import Category
 from sandbox import recipes as recipe_book
 from sandbox import subjects, verdict
-from sandbox.child import MAX_FIX_TRIES, MAX_TRIES
 from tests.sandbox_helpers import finding, worker
 
 
@@ -193,7 +193,7 @@ def evaluate_auc(model, x, y):
 def test_the_findings_own_error_counts_as_running_and_the_fix_finishes_the_search() -> None:
     d, s = probe(AUC, 12, "numpy-bridge", "scores = torch.softmax(model(x), dim=1)[:, 1].detach().numpy()", recipes="raises")
     # The original stops at `.numpy()` whatever y is; y must be 1-D labels for the fix to finish.
-    assert s["inputs"]["y"] == "class-id (8,)" and 1 < s["tries"] <= 1 + MAX_FIX_TRIES * 2 + 1
+    assert s["inputs"]["y"] == "class-id (8,)" and 1 < s["tries"] <= s["limit"] + s["fix_limit"] + 1
     assert d.status == verdict.CONFIRMED and "Can't call numpy()" in d.evidence, d.evidence
 
 
@@ -205,7 +205,7 @@ def test_the_search_is_bounded_and_the_furthest_error_is_the_evidence() -> None:
         z.add_(1)
         raise ValueError("never runs")
     """, 4, "alias-mutation", "z = z + 1", recipes="input-mutation")
-    assert not s["ran"] and s["tries"] <= MAX_TRIES
+    assert not s["ran"] and s["tries"] <= s["limit"] == 12
     assert d.status == verdict.INCONCLUSIVE and "never runs" in d.evidence
 
 
@@ -332,3 +332,46 @@ def test_an_input_difference_from_removing_the_write_on_the_findings_line_is_the
     assert verdict.fix_break(removed) is None
     kept = [{"variant": "grad", "original": side(True, [15, 16], True), "fixed": side(True, [15, 16], True), "compare": cmp}]
     assert verdict.fix_break(kept) == ("inputs", "the fix changes what the inputs hold afterwards: `x` differs (max abs diff 0.5)")
+
+
+def test_a_slice_bound_is_an_integer_even_inside_arithmetic() -> None:
+    d, s = probe("""
+    import torch
+    class Windows:
+        def __init__(self, series, window):
+            self.series = series
+            self.window = window
+
+        def __getitem__(self, idx):
+            w = self.series[idx:idx + self.window]
+            w -= w.mean()
+            return w
+    """, 9, "alias-mutation", "w = w - w.mean()", recipes="input-mutation")
+    assert s["tries"] == 1 and s["inputs"]["idx"] == "1" and s["inputs"]["init:window"] == "1"
+    assert d.status == verdict.CONFIRMED and "input `self.series` was modified" in d.evidence
+
+
+def test_token_ids_fit_the_embedding_of_the_files_language_model() -> None:
+    d, s = probe("""
+    import torch.nn.functional as F
+    from torch import nn
+    class LM(nn.Module):
+        def __init__(self, vocab, dim):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.out = nn.Linear(dim, vocab)
+
+        def forward(self, ids):
+            return self.out(self.embed(ids))
+
+    def lm_step(model, ids, optimizer, history):
+        logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history.append(loss)
+        return loss.item()
+    """, 18, "graph-retention", "history.append(loss.item())", recipes="retention")
+    assert s["inputs"]["model"] == "LM(sizes 4)" and s["inputs"]["ids"] == "token-id (8, 5)"
+    assert d.status == verdict.CONFIRMED and "`history`" in d.evidence, d.evidence
