@@ -241,11 +241,12 @@ def _module_cands(facts: dict[str, Any], ctx: Context, only: str | None = None) 
         if _has_size_defaults(ctx.namespace[name], ctx.classes[name]):
             out.append(Cand("file_model", (name, "defaults")))
     linear = Cand("model")
-    if ranked and (needed or (arity or 1) > 1) and rank(ranked[0])[:2] == (0, 0):
-        out.append(linear)
-    else:
-        out.insert(min(len(out), 1 if ranked and not needed else 0) if ranked else 0, linear)
-    return out
+    if not ranked:
+        return [linear]
+    class_fits = rank(ranked[0])[:2] == (0, 0)
+    linear_fits = not needed and (arity or 1) <= 1
+    # The file's class first when it has what the code uses, or when a Linear would not.
+    return [*out, linear] if class_fits or not linear_fits else [linear, *out]
 
 
 _STANDARD_MODULE_METHODS = frozenset(
@@ -271,7 +272,8 @@ def _is_size(name: str, facts: dict[str, Any]) -> bool:
     return "size" in facts.get("roles", []) or bool(_SIZE_NAME.match(name))
 
 
-def _preferred_shapes(facts: dict[str, Any], names: set[str] = frozenset()) -> list[tuple[int, ...]]:  # type: ignore[assignment]
+def _preferred_shapes(facts: dict[str, Any], names: set[str] | frozenset[str] = frozenset()) -> list[tuple[int, ...]]:
+    """Shapes of the rank the code implies (exact, or at least 3), else (8, 4)."""
     if "rank" in facts:
         return _shapes_of_rank(int(facts["rank"]), set(names))
     if facts.get("min_rank", 0) > 2:
@@ -282,11 +284,8 @@ def _preferred_shapes(facts: dict[str, Any], names: set[str] = frozenset()) -> l
 def _tensor_cands(facts: dict[str, Any], names: set[str]) -> list[Cand]:
     roles = set(facts.get("roles", []))
     out: list[Cand] = []
-    if "rank" in facts:
-        out += [Cand("float_tensor", s) for s in _shapes_of_rank(int(facts["rank"]), names)]
-    elif facts.get("min_rank", 0) > 2:
-        for r in range(int(facts["min_rank"]), 5):
-            out += [Cand("float_tensor", s) for s in _shapes_of_rank(r, names)]
+    if "rank" in facts or facts.get("min_rank", 0) > 2:
+        out += [Cand("float_tensor", s) for s in _preferred_shapes(facts, names)]
     if "long" in roles:
         out = [Cand("long", (BATCH,)), Cand("long", (BATCH, SEQ)), *out]
     if "prob" in roles:
@@ -456,9 +455,6 @@ def _factory_cands(name: str, ctx: Context) -> list[Cand]:
 # ------------------------------------------------------------------- plan
 
 
-_CHILD = re.compile(r"\[(\*|\d+|'[^']*')\]$")
-
-
 class Plan:
     """The slots (parameters and the parts of them the code reaches) with their
     candidates, for one subject. Built once per probe; a World builds values from it."""
@@ -471,7 +467,6 @@ class Plan:
         self.init_params: list[str] = []
         self.owner = owner
         self.is_init = owner is not None and getattr(fn, "__name__", "") == "__init__"
-        self.fn = fn
         facts = hints.get("params") or {}
         self.params = self._signature(fn, facts, prefix="", skip_first=owner is not None)
         if owner is not None and not self.is_init and owner.__init__ is not object.__init__:
@@ -521,6 +516,8 @@ class Plan:
         for c in cands:
             for child, child_name in self._children(c, fact_path, all_facts):
                 child_facts = all_facts.get(child, {})
+                # The name the code gives it (`for images, labels in loader`), else x / y.
+                child_name = (child_facts.get("names") or [child_name])[0]
                 self._slot(prefix + child, child_name, all_facts, inspect.Parameter.empty, child_facts, prefix)
 
     @staticmethod

@@ -464,5 +464,7 @@ def decide(answer: dict[str, Any], recipes: tuple[str, ...], has_fix: bool) -> D
         return Decision(INCONCLUSIVE, informative[1].evidence, informative[0])
     failed = _nothing_ran(records)
     if failed:
-        return Decision(INCONCLUSIVE, f"the original failed with the synthesised inputs: {failed}")
+        tries = (answer.get("search") or {}).get("tries")
+        sets = f" ({tries} input sets tried)" if tries and tries > 1 else ""
+        return Decision(INCONCLUSIVE, f"the original failed with the synthesised inputs{sets}: {failed}")
     return Decision(INCONCLUSIVE, f"none of the checks ({', '.join(recipes)}) could decide")
