@@ -116,7 +116,7 @@ class Verifier:
         try:
             decision = self._ask(subject, recipes, device, finding.probe if device == "cpu" else "")
             if finding.probe and device == "cpu" and decision.status == verdict.INCONCLUSIVE:
-                # The LLM's probe may be wrong; the synthesised inputs get their chance.
+                # The LLM's probe may be wrong; the searched inputs get their chance.
                 fallback = self._ask(subject, recipes, device, "")
                 if fallback.status != verdict.INCONCLUSIVE:
                     return fallback

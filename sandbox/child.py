@@ -12,8 +12,11 @@ import contextlib
 import gc
 import inspect
 import random
+import re
+import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +103,9 @@ def load(side: dict[str, Any]) -> Loaded:
         why = f" ({failures[0]})" if failures else ""
         raise SubjectError(f"`{'.'.join(target)}` is not defined after loading the file{why}")
     fn = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
-    code = getattr(fn, "__code__", None)
+    # A decorated function (`@torch.no_grad()`) is called as decorated, but the tracer
+    # watches the code written in the file.
+    code = getattr(_unwrap(fn), "__code__", None)
     if code is None:
         raise SubjectError(f"`{'.'.join(target)}` is not a Python function")
     if isinstance(obj, staticmethod):
@@ -110,6 +115,13 @@ def load(side: dict[str, Any]) -> Loaded:
         fn = obj.__get__(None, owner)
         owner = None
     return Loaded(namespace, fn, owner, code, failures)
+
+
+def _unwrap(fn: Any) -> Any:
+    try:
+        return inspect.unwrap(fn)
+    except ValueError:
+        return fn
 
 
 # ------------------------------------------------------------------- one run
@@ -170,20 +182,54 @@ def _grad_targets(pre: list[Entry]) -> list[tuple[str, torch.Tensor]]:
 
 
 class Runner:
-    def __init__(self, side: dict[str, Any], workdir: str, probe: str = "") -> None:
+    def __init__(self, side: dict[str, Any], workdir: str, probe: str = "", hints: dict[str, Any] | None = None) -> None:
         self.side = side
         self.workdir = workdir
         self.probe = probe
+        # The original's hints for both sides: the fix is run on the same inputs.
+        self.hints = hints if hints is not None else (side.get("inputs") or {})
+        self.choice: dict[str, int] = {}
 
-    def _build(self, loaded: Loaded, variant: synth.Variant) -> tuple[Any, dict[str, Any], dict[str, Any], synth.World]:
-        world = synth.World(variant, self.workdir)
+    def plan(self, loaded: Loaded) -> synth.Plan:
+        return synth.Plan(loaded.fn, loaded.owner, loaded.namespace, self.hints)
+
+    def _build(self, loaded: Loaded, variant: synth.Variant, choice: dict[str, int] | None = None) -> tuple[Any, dict[str, Any], dict[str, Any], synth.World]:
+        world = synth.World(variant, self.workdir, self.plan(loaded), dict(self.choice if choice is None else choice))
         if loaded.owner is not None:
-            obj = synth.instance(loaded.owner, world)
+            obj = world.build_instance()
+            args = world.arguments()
             fn = loaded.fn.__get__(obj, loaded.owner)
-            args = synth.arguments(fn, world)
             return fn, args, {"self": obj, **args}, world
-        args = synth.arguments(loaded.fn, world)
+        args = world.arguments()
         return loaded.fn, args, dict(args), world
+
+    def trial(self, variant: synth.Variant, choice: dict[str, int]) -> Trial:
+        """One plain call of the subject on the inputs of a choice (no observer)."""
+        reset_torch_state()
+        try:
+            loaded = load(self.side)
+        except SubjectError as exc:
+            return Trial("load", str(exc))
+        seed(0)
+        try:
+            fn, args, _, world = self._build(loaded, variant, choice)
+        except synth.Unbuildable as exc:
+            return Trial("inputs", str(exc), blame=_blamed_paths(str(exc)))
+        except Exception as exc:
+            return Trial("inputs", f"building inputs: {_text(exc)}")
+        seed(100)
+        filename = loaded.namespace["__file__"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                fn(**args)
+            except (Exception, SystemExit) as exc:
+                line, names = _error_site(exc, filename, tuple(self.side["fn_span"]), self.side["source"])
+                return Trial("call", _text(exc), line=line, names=names)
+            finally:
+                reset_torch_state()
+        del world
+        return Trial("ok")
 
     def execute(self, variant: synth.Variant, opts: Options) -> tuple[dict[str, Any], State]:
         obs: dict[str, Any] = {"ok": False}
@@ -208,6 +254,10 @@ class Runner:
         except Exception as exc:
             obs.update(error=f"building inputs: {_text(exc)}", stage="inputs")
             return obs, state
+        building = loaded.owner is not None and getattr(loaded.fn, "__name__", "") == "__init__" and not self.probe
+        if building:
+            # `__init__` itself: the object is what it builds, not an input.
+            instance = named_inputs.pop("self", None)
         pre = [e for name, value in named_inputs.items() for e in capture(value, name, attributes=name == "self")]
         base_nodes = graph_nodes([e.ref for e in pre if isinstance(e.ref, torch.Tensor)])
         recorder = Recorder()
@@ -220,6 +270,7 @@ class Runner:
         saved = SavedTensors(recorder) if opts.hooks else contextlib.nullcontext()
         calls = variant.steps if opts.repeat else 1
         results: list[Any] = []
+        made: list[torch.nn.Module] = []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -229,7 +280,14 @@ class Runner:
                     else:
                         for k in range(calls):
                             seed(100 + k)
-                            results.append(fn(**(args if k == 0 else synth.refresh(args, world))))
+                            out = fn(**(args if k == 0 else synth.refresh(args, world)))
+                            if building:
+                                out = instance
+                            elif opts.backward and _fresh_module(out, named_inputs):
+                                # A factory of a model: autograd checks need it run forward.
+                                made.append(out)
+                                out = out(synth.fit_input(out, world))
+                            results.append(out)
                 obs["ok"] = True
             except (Exception, SystemExit) as exc:
                 obs.update(error=_text(exc), stage="call", error_type=type(exc).__name__)
@@ -237,8 +295,11 @@ class Runner:
         reset_torch_state()
         obs["warnings"] = sorted({f"{w.category.__name__}: {' '.join(str(w.message).split())}"[:MAX_MESSAGE] for w in caught})
         result = results[-1] if len(results) == 1 else results
+        # Repeated calls: the harness keeps every call's result; what the code keeps is
+        # the last result and the state.
+        last = results[-1] if results else None
         outputs = capture(result, "result") if obs["ok"] else []
-        obs.update(self._mutations(pre, recorder))
+        obs.update(self._mutations(pre, recorder, tuple(watch_spec["span"]) if watch_spec.get("span") else None))
         obs["copy_bytes"] = recorder.copy_bytes
         obs["copy_ops"] = dict(recorder.copy_ops)
         obs["gather_bytes"] = recorder.gather_bytes
@@ -249,9 +310,9 @@ class Runner:
         state.tainted = {o.path for o in outputs if any(overlaps(o.where, r) for r in mutated_ranges)}
         if opts.hooks and isinstance(saved, SavedTensors):
             obs["saved_overwritten"] = saved.overwritten()[:8]
-            obs["retained"] = self._retained(result, named_inputs, base_nodes, saved)
+            obs["retained"] = self._retained(last if opts.repeat else result, named_inputs, base_nodes, saved)
         if opts.backward and obs["ok"]:
-            obs["backward"], state.grads = self._backward(outputs, pre)
+            obs["backward"], state.grads = self._backward(outputs, pre + [e for m in made[:1] for e in capture(m, "model")])
         if opts.watch:
             obs["watch"], changed_ranges = self._watch_report(watch, recorder, pre, opts.later_step, state)
             state.tainted |= {o.path for o in outputs if any(overlaps(o.where, r) for r in changed_ranges)}
@@ -292,7 +353,7 @@ class Runner:
         return results
 
     @staticmethod
-    def _mutations(pre: list[Entry], recorder: Recorder) -> dict[str, Any]:
+    def _mutations(pre: list[Entry], recorder: Recorder, span: tuple[int, int] | None = None) -> dict[str, Any]:
         mutated = []
         for e in pre:
             if not isinstance(e.ref, (torch.Tensor, np.ndarray)):
@@ -301,9 +362,11 @@ class Runner:
             change = e.current_change()
             writes = recorder.writes_to(e.where)
             if (version is not None and version != e.version) or writes or (change is not None and change > 0):
-                mutated.append(
-                    {"name": e.path, "v0": e.version, "v1": version, "max_change": change, "ops": sorted({w.op for w in writes})[:4]}
-                )
+                lines = sorted({w.line for w in writes if w.line})
+                mutated.append({
+                    "name": e.path, "v0": e.version, "v1": version, "max_change": change, "ops": sorted({w.op for w in writes})[:4],
+                    "lines": lines[:8], "on_line": bool(span and any(span[0] <= n <= span[1] for n in lines)),
+                })
         return {"mutated": mutated[:16]}
 
     @staticmethod
@@ -325,6 +388,12 @@ class Runner:
         for name, value in named_inputs.items():
             if not isinstance(value, torch.Tensor):
                 held += graph_tensors(value, name)
+            if isinstance(value, torch.nn.Module):
+                # State a module keeps outside its parameters and buffers (`self.maps = []`).
+                for prefix, m in value.named_modules():
+                    for k, v in vars(m).items():
+                        if not k.startswith("_") and not isinstance(v, torch.nn.Module):
+                            held += graph_tensors(v, ".".join(x for x in (name, prefix, k) if x))
         nodes = graph_nodes([t for _, t in held]) - base
         state_nodes = graph_nodes([t for p, t in held if not p.startswith("result")]) - base
         return {
@@ -370,6 +439,14 @@ class Runner:
         return report, ranges
 
 
+def _fresh_module(out: Any, inputs: dict[str, Any]) -> bool:
+    """A module the call made (none of its parameters belongs to an input)."""
+    if not isinstance(out, torch.nn.Module):
+        return False
+    owned = {id(p) for v in inputs.values() if isinstance(v, torch.nn.Module) for p in v.parameters()}
+    return any(True for _ in out.parameters()) and not any(id(p) in owned for p in out.parameters())
+
+
 def _copy(obj: Any) -> Any:
     from sandbox.observer import copy_value
 
@@ -394,13 +471,12 @@ def _where(exc: BaseException, filename: str) -> int | None:
 # ---------------------------------------------------------------- finite differences
 
 
-def gradcheck(side: dict[str, Any], variant: synth.Variant, workdir: str, max_elements: int = 12) -> dict[str, Any]:
+def gradcheck(runner: Runner, variant: synth.Variant, max_elements: int = 12) -> dict[str, Any]:
     """Autograd's gradient of a weighted sum of the outputs against central differences."""
     try:
-        loaded = load(side)
+        loaded = load(runner.side)
     except SubjectError as exc:
         return {"tried": False, "why": str(exc)}
-    runner = Runner(side, workdir)
 
     def evaluate(perturb: tuple[int, int, float] | None, want_grad: bool) -> tuple[float, list[torch.Tensor] | None, int]:
         reset_torch_state()
@@ -450,6 +526,176 @@ def gradcheck(side: dict[str, Any], variant: synth.Variant, workdir: str, max_el
     return {"tried": True, "agree": agree, "max_diff": worst, "worst": worst_at}
 
 
+# ------------------------------------------------------------------ the search
+
+
+@dataclass
+class Trial:
+    """How far one plain call got: stage `load`, `inputs`, `call` (raised) or `ok`."""
+
+    stage: str
+    error: str = ""
+    line: int = 0  # the subject's line the error came from
+    names: frozenset[str] = frozenset()  # identifiers on the subject's lines of the traceback
+    blame: tuple[str, ...] = ()  # slots an input-building error names
+
+    def progress(self) -> tuple[int, int]:
+        return ({"load": 0, "inputs": 1, "call": 2, "ok": 3}[self.stage], self.line)
+
+
+MAX_TRIES = 12  # calls of the original while searching inputs
+MAX_FIX_TRIES = 6  # more calls, of both, when the original stops at the finding's own error
+SEARCH_SECONDS = 6.0  # of the probe's 30 s wall clock
+
+# Errors that are the finding itself: inputs that reach them count as inputs the code runs with.
+_SIGNATURES = {
+    "backward": r"modified by an inplace operation",
+    "leaf-inplace": r"leaf Variable that requires grad|view of a leaf Variable",
+    "raises": r"Can't call numpy\(\) on Tensor that requires grad|can't convert \w+(:\d+)? device type tensor to numpy",
+}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _error_site(exc: BaseException, filename: str, span: tuple[int, int], source: str) -> tuple[int, frozenset[str]]:
+    """The subject function's line the error came from, and the identifiers on every line
+    of the subject's file in the traceback (which inputs the error may be about)."""
+    lines = source.splitlines()
+    line, names = 0, set()
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename != filename or not frame.lineno:
+            continue
+        if span[0] <= frame.lineno <= span[1]:
+            line = frame.lineno
+        if 0 < frame.lineno <= len(lines):
+            names |= set(_IDENT.findall(lines[frame.lineno - 1]))
+    return line, frozenset(names)
+
+
+def _blamed_paths(message: str) -> tuple[str, ...]:
+    found = re.findall(r"could not build `([^`]+)`", message)
+    if "could not construct" in message:
+        found.append("init:")
+    return tuple(found)
+
+
+def _good(trial: Trial, signatures: str | None) -> bool:
+    return trial.stage == "ok" or bool(trial.stage == "call" and signatures and re.search(signatures, trial.error))
+
+
+def _priority(plan: synth.Plan, trial: Trial) -> list[synth.Slot]:
+    """The slots to change first: those the error names, then the rest, in order."""
+    coords = plan.coordinates()
+
+    def score(slot: synth.Slot) -> int:
+        if any(slot.path == b or (b.endswith(":") and slot.path.startswith(b)) for b in trial.blame):
+            return 0
+        if slot.names & trial.names:
+            return 1
+        if trial.stage == "inputs" and slot.path.startswith("init:") and "construct" in trial.error:
+            return 1
+        return 2
+
+    return sorted(coords, key=lambda slot: (score(slot), slot.certainty))
+
+
+@dataclass
+class Search:
+    choice: dict[str, int]
+    tries: int
+    best: Trial
+    described: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "tries": self.tries, "limit": MAX_TRIES, "fix_limit": MAX_FIX_TRIES, "ran": self.best.stage == "ok",
+            "inputs": dict(list(self.described.items())[:12]),
+        }
+        if self.best.stage != "ok":
+            out["error"] = self.best.error
+        return out
+
+
+def search(original: Runner, fixed: Runner | None, recipes: list[str], device: str) -> Search:
+    """Candidates of each input, tried one change at a time (the inputs the error is about
+    first), keeping a change when the original gets further, until it runs, or reaches the
+    finding's own error; then, if it stopped there, until the fix runs too."""
+    try:
+        return _search(original, fixed, recipes, device)
+    except Exception as exc:  # a bug here must not cost the verdict: the first candidates remain
+        return Search({}, 0, Trial("inputs", f"the input search failed: {_text(exc)}"))
+
+
+def _normal(choice: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in choice.items() if v}
+
+
+def _search(original: Runner, fixed: Runner | None, recipes: list[str], device: str) -> Search:
+    signatures = "|".join(_SIGNATURES[r] for r in recipes if r in _SIGNATURES) or None
+    variant = synth.Variant("plain", device=device)
+    started = time.monotonic()
+    try:
+        loaded = load(original.side)
+        plan = original.plan(loaded)
+    except (SubjectError, synth.Unbuildable):
+        return Search({}, 0, Trial("load"))
+    choice: dict[str, int] = {}
+    best = original.trial(variant, choice)
+    tries = 1
+    seen = {frozenset()}
+
+    def climb(score: Callable[[dict[str, int]], tuple[Trial, tuple[int, ...], bool]], current: tuple[Trial, tuple[int, ...], bool], budget: int) -> tuple[dict[str, int], Trial, bool]:
+        nonlocal tries
+        base, (trial, value, done) = dict(choice), current
+        used = 0
+        while not done and used < budget and time.monotonic() - started < SEARCH_SECONDS:
+            moved = False
+            for slot in _priority(plan, trial):
+                for k in range(len(slot.cands)):
+                    if k == base.get(slot.path, 0):
+                        continue
+                    new = _normal({**base, slot.path: k})
+                    key = frozenset(new.items())
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    t, v, d = score(new)
+                    tries += 1
+                    used += 1
+                    if d or v > value:
+                        base, trial, value, done, moved = new, t, v, d, True
+                        break
+                    if used >= budget:
+                        break
+                if moved or used >= budget:
+                    break
+            if not moved:
+                break
+        return base, trial, done
+
+    def original_score(c: dict[str, int]) -> tuple[Trial, tuple[int, ...], bool]:
+        t = original.trial(variant, c)
+        return t, t.progress(), _good(t, signatures)
+
+    if not _good(best, signatures):
+        choice, best, _ = climb(original_score, (best, best.progress(), False), MAX_TRIES - 1)
+    if fixed is not None and best.stage == "call" and _good(best, signatures):
+        # The original stopped at the finding's error: the rest of the code is the fix's to run.
+        def both(c: dict[str, int]) -> tuple[Trial, tuple[int, ...], bool]:
+            o = original.trial(variant, c)
+            if not _good(o, signatures):
+                return o, (-1, 0), False
+            f = fixed.trial(variant, c)
+            return f, f.progress(), f.stage == "ok"
+
+        first = fixed.trial(variant, choice)
+        tries += 1
+        if first.stage != "ok":
+            found, _, done = climb(both, (first, first.progress(), False), MAX_FIX_TRIES)
+            if done:
+                choice = found
+    return Search(choice, tries, best, plan.describe(choice))
+
+
 # ------------------------------------------------------------------ the plan
 
 
@@ -464,13 +710,7 @@ def _options(needs: set[str]) -> Options:
     return Options(watch="watch" in needs, later_step="later_step" in needs, backward="backward" in needs)
 
 
-def _pick_labels(runner: Runner, device: str, opts: Options) -> tuple[str, tuple[dict[str, Any], State]]:
-    """Float targets first; class labels when the original only runs with those."""
-    first = runner.execute(synth.Variant("plain", device=device), opts)
-    if first[0]["ok"] or first[0].get("stage") != "call":
-        return "float", first
-    second = runner.execute(synth.Variant("plain", labels="long", device=device), opts)
-    return ("long", second) if second[0]["ok"] else ("float", first)
+_LEAF_ERROR = _SIGNATURES["leaf-inplace"]
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
@@ -480,34 +720,54 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     signatures = list(request["signatures"])
     needs = needs_for(signatures)
     sides = request["sides"]
-    original = Runner(sides["original"], workdir, request.get("probe", ""))
-    fixed = Runner(sides["fixed"], workdir, request.get("probe", "")) if sides.get("fixed") else None
+    probe = request.get("probe", "")
+    original = Runner(sides["original"], workdir, probe)
+    fixed = Runner(sides["fixed"], workdir, probe, hints=original.hints) if sides.get("fixed") else None
     opts = _options(needs)
-    labels, first = _pick_labels(original, device, opts)
+    answer: dict[str, Any] = {"device": device}
+    if not probe:
+        found = search(original, fixed, signatures, device)
+        original.choice = found.choice
+        if fixed is not None:
+            fixed.choice = found.choice
+        answer["search"] = found.to_json()
+    first = original.execute(synth.Variant("plain", device=device), opts)
     if _exhausted(first[0]):
-        return {"variants": [{"variant": "plain", "original": first[0]}], "labels": labels, "device": device}
+        return {**answer, "variants": [{"variant": "plain", "original": first[0]}]}
     records = []
-    for variant in variants_for(needs, device):
-        variant = synth.Variant(variant.name, variant.requires_grad, variant.contiguous, labels, variant.steps, device)
+    variants = variants_for(needs, device)
+    if "raises" in signatures and device == "cpu" and not probe and _takes_device(original):
+        # The code runs on a device it is given: without a GPU, the meta device stands in
+        # for one (conversions to NumPy fail there as they do on a GPU).
+        variants.append(synth.Variant("device", device="meta"))
+    for variant in variants:
         o_obs, o_state = first if variant.name == "plain" else original.execute(variant, opts)
+        if variant.name == "grad" and "leaf-inplace" not in signatures and re.search(_LEAF_ERROR, o_obs.get("error") or ""):
+            # An in-place write on an input that is a leaf: a caller passes activations.
+            variant = synth.Variant("grad", requires_grad=True, device=device, leaf=False)
+            o_obs, o_state = original.execute(variant, opts)
+            o_obs["inputs"] = "activations (not leaves) that require grad"
         record: dict[str, Any] = {"variant": variant.name, "original": o_obs}
         if fixed is not None:
             f_obs, f_state = fixed.execute(variant, opts)
             record["fixed"] = f_obs
-            record["compare"] = _compare(o_state, f_state, strict="strict" in needs)
+            try:
+                record["compare"] = _compare(o_state, f_state, strict="strict" in needs)
+            except Exception as exc:  # values the observer cannot compare: say so, do not fail the probe
+                record["compare"] = {"comparable": False, "error": _text(exc)}
         records.append(record)
         if original.probe:
             break
-    answer: dict[str, Any] = {"variants": records, "labels": labels, "device": device}
+    answer["variants"] = records
     if "retention" in needs:
-        answer["retention"] = _retention(original, fixed, labels, device)
+        answer["retention"] = _retention(original, fixed, device)
     if "gradcheck" in needs:
-        grad_variant = synth.Variant("grad", requires_grad=True, labels=labels, device=device)
-        answer["gradcheck"] = {"original": gradcheck(sides["original"], grad_variant, workdir)}
-        if sides.get("fixed"):
-            answer["gradcheck"]["fixed"] = gradcheck(sides["fixed"], grad_variant, workdir)
+        grad_variant = synth.Variant("grad", requires_grad=True, device=device)
+        answer["gradcheck"] = {"original": gradcheck(original, grad_variant)}
+        if fixed is not None:
+            answer["gradcheck"]["fixed"] = gradcheck(fixed, grad_variant)
     if "saved" in needs:
-        grad_variant = synth.Variant("grad", requires_grad=True, labels=labels, device=device)
+        grad_variant = synth.Variant("grad", requires_grad=True, device=device)
         answer["saved"] = {"original": original.execute(grad_variant, Options(hooks=True))[0].get("saved_overwritten", [])}
         if fixed is not None:
             answer["saved"]["fixed"] = fixed.execute(grad_variant, Options(hooks=True))[0].get("saved_overwritten", [])
@@ -520,14 +780,14 @@ def _exhausted(obs: dict[str, Any]) -> bool:
     return obs.get("error_type") == "MemoryError" or "can't allocate memory" in error or "out of memory" in error
 
 
-def _retention(original: Runner, fixed: Runner | None, labels: str, device: str) -> dict[str, Any]:
+def _retention(original: Runner, fixed: Runner | None, device: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for side, runner in (("original", original), ("fixed", fixed)):
         if runner is None:
             continue
         runs = []
         for steps in (1, 3):
-            variant = synth.Variant(f"steps{steps}", requires_grad=True, labels=labels, steps=steps, device=device)
+            variant = synth.Variant(f"steps{steps}", requires_grad=True, steps=steps, device=device)
             uses_loader = _takes_loader(runner)
             obs, _ = runner.execute(variant, Options(hooks=True, repeat=not uses_loader))
             runs.append({"steps": steps, "ok": obs["ok"], "error": obs.get("error"), **obs.get("retained", {})})
@@ -536,13 +796,27 @@ def _retention(original: Runner, fixed: Runner | None, labels: str, device: str)
     return out
 
 
-def _takes_loader(runner: Runner) -> bool:
+def _takes_device(runner: Runner) -> bool:
     try:
         loaded = load(runner.side)
-        params = inspect.signature(loaded.fn).parameters
-    except (SubjectError, TypeError, ValueError):
+        plan = runner.plan(loaded)
+    except (SubjectError, synth.Unbuildable, TypeError, ValueError):
         return False
-    return any(synth.kind_of(p.name, p.annotation) == "loader" for p in params.values())
+    return any(s.cands and s.cands[0].kind == "device" for s in plan.slots.values())
+
+
+def _takes_loader(runner: Runner) -> bool:
+    """Whether the subject iterates a loader argument (one call then takes the steps)."""
+    try:
+        loaded = load(runner.side)
+        plan = runner.plan(loaded)
+    except (SubjectError, synth.Unbuildable, TypeError, ValueError):
+        return False
+    for name in plan.params:
+        slot = plan.slots[name]
+        if slot.cands and slot.cands[min(runner.choice.get(name, 0), len(slot.cands) - 1)].kind == "loader":
+            return True
+    return False
 
 
 def _compare(o: State, f: State, strict: bool) -> dict[str, Any]:

@@ -105,6 +105,8 @@ class Recorder(TorchDispatchMode):
         self.gather_bytes = 0
         self.line: int | None = None
         self.on_write: Callable[[list[Range], str], None] | None = None
+        # More callbacks after a write (saved-tensor checks), run like on_write.
+        self.after_write: list[Callable[[list[Range], str], None]] = []
         # Set while the observer itself copies values (snapshots), which are not the subject's.
         self.paused = False
 
@@ -131,10 +133,11 @@ class Recorder(TorchDispatchMode):
         self.last_op = op
         for r in pending:
             self.writes.append(Write(self.step, op, r, self.line))
-        if pending and self.on_write is not None:
+        if pending and (self.on_write is not None or self.after_write):
             self.paused = True
             try:
-                self.on_write(pending, op)
+                for hook in ([self.on_write] if self.on_write is not None else []) + self.after_write:
+                    hook(pending, op)
             finally:
                 self.paused = False
         if name in COPY_OPS:
@@ -184,15 +187,26 @@ class SavedTensors:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self.saved: list[Saved] = []
+        # Whether the first write over a saved tensor left its version alone (index -> silent),
+        # decided right after that write: later writes (an optimizer step) may bump it.
+        self.first_write: dict[int, bool] = {}
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
 
+    def _written(self, ranges: list[Range], op: str) -> None:
+        for i, s in enumerate(self.saved):
+            if i in self.first_write or not any(overlaps(s.where, r) for r in ranges):
+                continue
+            alias = s.alias()
+            self.first_write[i] = alias is not None and s.version >= 0 and alias._version == s.version
+
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        by = self.recorder.last_op  # before the detach below, which the recorder also sees
         alias = t.detach()
         try:
             version = t._version
         except RuntimeError:
             version = -1
-        self.saved.append(Saved(self.recorder.step, self.recorder.last_op, byte_range(t), version, weakref.ref(alias), t.numel() * t.element_size()))
+        self.saved.append(Saved(self.recorder.step, by, byte_range(t), version, weakref.ref(alias), t.numel() * t.element_size()))
         return alias
 
     @staticmethod
@@ -201,21 +215,25 @@ class SavedTensors:
 
     def __enter__(self) -> SavedTensors:
         self._hooks.__enter__()
+        self.recorder.after_write.append(self._written)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._hooks.__exit__(*exc)
+        if self._written in self.recorder.after_write:
+            self.recorder.after_write.remove(self._written)
 
     def overwritten(self) -> list[dict[str, Any]]:
         """Saved tensors written after they were saved: loud (version moved) or silent."""
         out = []
-        for s in self.saved:
+        for i, s in enumerate(self.saved):
             writes = self.recorder.writes_to(s.where, after=s.step)
             if not writes:
                 continue
             alias = s.alias()
             moved = alias is None or s.version < 0 or alias._version != s.version
-            out.append({"saved_by": s.by, "written_by": writes[0].op, "silent": not moved, "line": writes[0].line})
+            silent = self.first_write.get(i, not moved)
+            out.append({"saved_by": s.by, "written_by": writes[0].op, "silent": silent, "line": writes[0].line})
         return out
 
     def alive_bytes(self) -> int:
@@ -270,6 +288,8 @@ def _as_float_array(v: Any) -> np.ndarray | None:
         if v.layout != torch.strided or v.is_meta:
             return None
         v = v.detach().to("cpu")
+        if v.is_quantized:
+            v = v.dequantize()
         if v.is_complex():
             v = torch.view_as_real(v)
         return v.to(torch.float64).numpy()

@@ -12,7 +12,7 @@ Runs in the reviewer's process: libcst only, no torch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -20,6 +20,7 @@ import libcst as cst
 from reviewer import fixes
 from reviewer.findings import Finding
 from reviewer.parsed import ParsedFile, Scope, SourceProblem, parse
+from sandbox import uses
 
 
 class NotRunnable(Exception):
@@ -46,9 +47,14 @@ class Side:
     target: tuple[str, ...]
     fn_span: tuple[int, int]
     watch: Watch
+    # What the code does with each parameter (`sandbox.uses`), for input synthesis.
+    inputs: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "filename": self.filename, "target": list(self.target), "fn_span": list(self.fn_span), "watch": self.watch.to_json()}
+        return {
+            "source": self.source, "filename": self.filename, "target": list(self.target), "fn_span": list(self.fn_span),
+            "watch": self.watch.to_json(), "inputs": self.inputs,
+        }
 
     @property
     def qualname(self) -> str:
@@ -150,8 +156,9 @@ def _span(parsed: ParsedFile, stmt: cst.CSTNode) -> tuple[int, int]:
     return start, end
 
 
-def _keep(parsed: ParsedFile, target_stmt: cst.CSTNode) -> list[cst.CSTNode]:
-    """The target's top-level statement and, transitively, the definitions it uses."""
+def _keep(parsed: ParsedFile, target_stmt: cst.CSTNode, extra: set[str] = frozenset()) -> list[cst.CSTNode]:  # type: ignore[assignment]
+    """The target's top-level statement and, transitively, the definitions it uses (and
+    those named in `extra`: the file's classes and factories inputs may be built from)."""
     top = [s for s in parsed.module.body if not _is_main_guard(s)]
     definers: dict[str, list[cst.CSTNode]] = {}
     for stmt in top:
@@ -159,7 +166,7 @@ def _keep(parsed: ParsedFile, target_stmt: cst.CSTNode) -> list[cst.CSTNode]:
             definers.setdefault(name, []).append(stmt)
     kept: list[cst.CSTNode] = [target_stmt]
     seen = {id(target_stmt)}
-    todo = list(_names_in(target_stmt))
+    todo = list(_names_in(target_stmt)) + sorted(extra)
     while todo:
         name = todo.pop()
         for stmt in definers.get(name, []):
@@ -281,10 +288,12 @@ def side_for(path: str, text: str, start: int, end: int) -> Side:
         assert isinstance(cls, cst.ClassDef)
         target: tuple[str, ...] = (cls.name.value, scope.name)
         top = cls
+        hints = uses.describe(parsed.module, scope.node, cls)  # type: ignore[arg-type]
     else:
         target, top = (scope.name,), scope.node
-    source = _blank_except(parsed, _keep(parsed, top))
-    return Side(source, path, target, (scope.start, scope.end), watch_for(parsed, scope, start, end))
+        hints = uses.describe(parsed.module, scope.node, None)  # type: ignore[arg-type]
+    source = _blank_except(parsed, _keep(parsed, top, uses.providers(parsed.module)))
+    return Side(source, path, target, (scope.start, scope.end), watch_for(parsed, scope, start, end), hints)
 
 
 def fixed_lines(finding: Finding) -> tuple[int, int]:

@@ -24,7 +24,12 @@ NOT_APPLICABLE = "n/a"
 # Recipes whose bug changes the values computed from the shared tensor.
 _VALUE_BUGS = frozenset(("alias", "snapshot", "input-mutation"))
 
-_VARIANT_WORDS = {"plain": "with plain inputs", "grad": "with inputs that require grad", "strided": "with non-contiguous inputs"}
+_VARIANT_WORDS = {
+    "plain": "with plain inputs", "grad": "with inputs that require grad", "strided": "with non-contiguous inputs",
+    "device": "on the meta device, standing in for a GPU",
+}
+# Runs whose tensors hold no data (the meta device): they can show an error, never judge a fix.
+_STAND_INS = frozenset(("device",))
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def fix_break(records: Records) -> tuple[str, str] | None:
     """(kind, why) the fix is wrong where the original ran: kind is raises, result, inputs,
     mutates or aliases."""
     for variant, o, f, cmp in _pairs(records):
-        if not _ok(o) or f is None:
+        if not _ok(o) or f is None or variant in _STAND_INS:
             continue
         words = _VARIANT_WORDS.get(variant, f"in the {variant} run")
         if not _ok(f):
@@ -99,6 +104,8 @@ def fix_break(records: Records) -> tuple[str, str] | None:
         for d in cmp.get("final_inputs", []):
             if (d["path"] in o_mut) != (d["path"] in f_mut):
                 continue  # the mutation the fix removes (or adds: reported below)
+            if d["path"] in o_mut and o_mut[d["path"]].get("on_line") and not f_mut[d["path"]].get("on_line"):
+                continue  # the fix removes the write on the finding's line; others remain
             if str(d.get("what", "")).startswith("only in"):
                 continue  # a separate object in one run (a copied module): nothing to compare
             return "inputs", "the fix changes what the inputs hold afterwards: " + _diff_text(d)
@@ -433,12 +440,13 @@ def _nothing_ran(records: Records) -> str | None:
 
 
 def decide(answer: dict[str, Any], recipes: tuple[str, ...], has_fix: bool) -> Decision:
-    records: Records = answer.get("variants", [])
+    every: Records = answer.get("variants", [])
+    records = [r for r in every if r["variant"] not in _STAND_INS]
     why = _not_runnable(records)
     if why:
         return Decision(INCONCLUSIVE, f"could not run the code: {why}")
     broken = fix_break(records) if has_fix else None
-    decisions = [(name, DECIDERS[name](records, answer, has_fix)) for name in recipes if name in DECIDERS]
+    decisions = [(name, DECIDERS[name](every if name == "raises" else records, answer, has_fix)) for name in recipes if name in DECIDERS]
     confirmed = next(((n, d) for n, d in decisions if d.status == CONFIRMED), None)
     if broken and broken[0] in ("result", "inputs") and confirmed and confirmed[0] in _VALUE_BUGS:
         # Aliasing and stale snapshots change what is computed from the shared tensor:
@@ -456,5 +464,7 @@ def decide(answer: dict[str, Any], recipes: tuple[str, ...], has_fix: bool) -> D
         return Decision(INCONCLUSIVE, informative[1].evidence, informative[0])
     failed = _nothing_ran(records)
     if failed:
-        return Decision(INCONCLUSIVE, f"the original failed with the synthesised inputs: {failed}")
+        tries = (answer.get("search") or {}).get("tries")
+        sets = f" ({tries} input sets tried)" if tries and tries > 1 else ""
+        return Decision(INCONCLUSIVE, f"the original failed with the synthesised inputs{sets}: {failed}")
     return Decision(INCONCLUSIVE, f"none of the checks ({', '.join(recipes)}) could decide")
