@@ -854,7 +854,7 @@ class InplaceOnArgument(Rule):
                 f"`{short_code(write.stmt or write.node)}` writes in place into the argument `{arg}`{how}{maybe}: the caller's tensor "
                 f"is changed behind its back while {where} also returns a result. Work on a copy or use the out-of-place op."
             )
-            fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind)
+            fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
             yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
 
 

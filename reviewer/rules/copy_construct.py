@@ -248,7 +248,7 @@ class LegacyConstructorAlias(Rule):
     category = Category.COPY_CONSTRUCT
     severity = Severity.WARNING
     prefilter = ("Tensor",)
-    probe = "alias"
+    probe = "alias, raises"
 
     VALID = (
         Valid(
