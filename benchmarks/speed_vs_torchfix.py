@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -76,14 +75,22 @@ def torchfix_venv(work: Path) -> Path:
     return exe
 
 
+# Runs the command in a fresh process and prints the largest RSS among its processes: the
+# benchmark's own RUSAGE_CHILDREN keeps the maximum of every earlier run.
+_MEASURE = (
+    "import resource, subprocess, sys; "
+    "code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode; "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)"
+)
+
+
 def _timed(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MiB of the child, exit status."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Wall seconds, peak RSS in MiB of the largest process of the run, exit status."""
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], cwd=cwd, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, max(peak, before) / 1024, proc.returncode
+    peak_kib, code = proc.stdout.split()
+    return seconds, int(peak_kib) / 1024, int(code)
 
 
 def review_copies_cmd() -> list[str]:
