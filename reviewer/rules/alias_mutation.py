@@ -884,23 +884,9 @@ def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
 def callers_rebind(flow: FunctionFlow, arg: str) -> bool:
     """Every call in the file passes a name for `arg` and rebinds that name to the result
     (`ll, obj = _mask_pads(ll, obj)`): the original is dropped, its mutation unseen."""
-    scope = flow.scope
-    sites = _own_call_sites(flow)
-    if scope is None or not isinstance(scope.node, cst.FunctionDef) or not sites:
-        return False
-    params = [p.name.value for p in scope.node.params.params]
-    if scope.kind == "method" and params:
-        params = params[1:]
-    position = params.index(arg) if arg in params else None
+    sites = _passed(flow, arg)
     assigned = _assigned_names(flow.file)
-    for call in sites:
-        passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
-        if passed is None and position is not None:
-            positional = [a.value for a in call.args if a.keyword is None and not a.star]
-            passed = positional[position] if position < len(positional) else None
-        if not (isinstance(passed, cst.Name) and passed.value in assigned.get(call, set())):
-            return False
-    return True
+    return bool(sites) and all(isinstance(passed, cst.Name) and passed.value in assigned.get(call, set()) for call, passed in sites)
 
 
 def _declares_mutation(flow: FunctionFlow) -> bool:
@@ -927,26 +913,31 @@ def _registered_op(flow: FunctionFlow) -> bool:
     return any(any(w in code_of(d.decorator) for w in words) for d in scope.node.decorators)
 
 
-def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
-    """Every call of this function in the file passes a new tensor for `arg` (`f(x * 2)`, `f(proj(x))`)."""
+def _passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
+    """Each call of this function in the file, with what it passes for `arg`."""
     scope = flow.scope
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
+        return []
     params = [p.name.value for p in scope.node.params.params]
     if scope.kind == "method" and params:
         params = params[1:]
     position = params.index(arg) if arg in params else None
-    sites = _own_call_sites(flow)
-    if not sites:
-        return False
-    for call in sites:
+    out = []
+    for call in _own_call_sites(flow):
         passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
         if passed is None and position is not None:
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
             passed = positional[position] if position < len(positional) else None
-        if not isinstance(passed, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) or _aliasing_call(passed):
-            return False
-    return True
+        out.append((call, passed))
+    return out
+
+
+def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
+    """Every call of this function in the file passes a new tensor for `arg` (`f(x * 2)`, `f(proj(x))`)."""
+    sites = _passed(flow, arg)
+    return bool(sites) and all(
+        isinstance(passed, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) and not _aliasing_call(passed) for _, passed in sites
+    )
 
 
 def _aliasing_call(expr: cst.BaseExpression) -> bool:
@@ -956,25 +947,10 @@ def _aliasing_call(expr: cst.BaseExpression) -> bool:
 
 
 def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
-    """A call in this file passes a name for `arg` and does not rebind that name to the result
-    (`x = normalize(images)` and `images` is used again)."""
-    scope = flow.scope
-    if scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    params = [p.name.value for p in scope.node.params.params]
-    if scope.kind == "method" and params:
-        params = params[1:]
-    position = params.index(arg) if arg in params else None
+    """A call in this file passes a name for `arg` and keeps the result under another name
+    (`x = normalize(images)`, and `images` is used again): the caller treats the function as pure."""
     assigned = _assigned_names(flow.file)
-    for call in _own_call_sites(flow):
-        passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
-        if passed is None and position is not None:
-            positional = [a.value for a in call.args if a.keyword is None and not a.star]
-            passed = positional[position] if position < len(positional) else None
-        # The result is kept under another name: the caller treats the function as pure.
-        if isinstance(passed, cst.Name) and call in assigned and passed.value not in assigned[call]:
-            return True
-    return False
+    return any(isinstance(passed, cst.Name) and call in assigned and passed.value not in assigned[call] for call, passed in _passed(flow, arg))
 
 
 def _assigned_names(file: object) -> dict[cst.Call, set[str]]:
