@@ -86,6 +86,9 @@ class Sandbox:
         if self.alive:
             return self.info
         self._home = tempfile.mkdtemp(prefix="review-copies-worker-")
+        # The zygote's temp dir lives here and a probe runs as its own uid: without
+        # search permission, absolute paths into the probe's own directory fail.
+        os.chmod(self._home, 0o711)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         boot = f"import sys; sys.path.insert(0, {root!r}); from sandbox.zygote import main; main()"
         argv = [self.python, "-I", "-c", boot] + (["--isolation=none"] if self.isolation == "none" else [])
