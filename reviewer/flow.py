@@ -962,7 +962,9 @@ class _Interpreter:
                 return Value(kind=Kind.TENSOR, grad=first.grad if first.kind is Kind.TENSOR else Tri.NO, device=device, roots=first.roots, certain=certain, via=via, origin=f"`{_short(node)}`")
             if qual == "torch.from_numpy" and first.kind is Kind.UNKNOWN and first.roots:
                 return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU, roots=first.roots, via="from_numpy", origin=f"`{_short(node)}`")
-            return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU if qual == "torch.from_numpy" else Device.UNKNOWN, roots=self.new_root(node), fresh=True)
+            # `torch.as_tensor(v)` of something that may itself be a tensor may hand `v` back.
+            fresh = first.kind is not Kind.UNKNOWN or qual == "torch.from_numpy"
+            return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU if qual == "torch.from_numpy" else Device.UNKNOWN, roots=self.new_root(node), fresh=fresh)
         if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             rg = kwargs.get("requires_grad")
             return first.but(kind=Kind.TENSOR, grad=Tri.NO if rg is not None and _is_false(node, "requires_grad") else Tri.YES, leaf=True, fresh=False, via="", origin=f"`{_short(node)}`")

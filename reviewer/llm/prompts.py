@@ -26,7 +26,7 @@ from reviewer.hunks import TensorHunk
 from reviewer.rules import Invalid, Rule
 
 # Few-shot examples per category: enough to show the answer's shape, few enough to stay cheap.
-EXAMPLE_RULES_PER_CATEGORY = 2
+EXAMPLE_RULES_PER_CATEGORY = 1
 _STATIC_MESSAGE_CHARS = 240
 
 

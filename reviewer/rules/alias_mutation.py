@@ -4,7 +4,7 @@ reads through another name."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 import libcst as cst
@@ -791,6 +791,28 @@ class InplaceOnArgument(Rule):
             """,
             "an out= parameter",
         ),
+        Valid(
+            """
+            import torch
+            def load_into(companion: torch.Tensor, saved: dict) -> bool:
+                companion.copy_(saved["weight"])
+                return True
+            """,
+            "copy_ into the argument itself: the caller hands over a destination to fill",
+        ),
+        Valid(
+            """
+            import torch
+            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+                coords -= heat.mean()
+                return coords
+            def predict(heat: torch.Tensor):
+                coords = heat.argmax(-1).float()
+                preds = refine(coords, heat)
+                return preds * 2
+            """,
+            "mutate-and-return, and the caller never reads what it passed again",
+        ),
     )
     INVALID = (
         Invalid(
@@ -825,6 +847,30 @@ class InplaceOnArgument(Rule):
                 return flat
             """,
         ),
+        Invalid(
+            """
+            import torch
+            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+                coords -= heat.mean()
+                return coords
+            def predict(heat: torch.Tensor):
+                coords = heat.argmax(-1).float()
+                preds = refine(coords, heat)
+                return preds - coords
+            """,
+            line=3,
+            fix="""
+            import torch
+            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+                coords = coords - heat.mean()
+                return coords
+            def predict(heat: torch.Tensor):
+                coords = heat.argmax(-1).float()
+                preds = refine(coords, heat)
+                return preds - coords
+            """,
+            note="the caller reads `coords` again after `refine` changed it",
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -844,8 +890,10 @@ class InplaceOnArgument(Rule):
             if _restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]):
                 continue
             arg = owned[0]
-            reported.add(arg)
             writer = name_of(write.target_node)
+            if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
+                continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
+            reported.add(arg)
             bind = None if writer == arg else _bind_of(flow, writer, write)
             how = "" if writer == arg else f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
             maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
@@ -876,7 +924,8 @@ def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
     for e in flow.of(Return):
         values = e.value.items if e.value.items is not None else (e.value,)
         # What is returned still holds the argument's memory (x, x.mul_(w), a view of x).
-        if any(root in v.roots and v.certain and not v.via for v in values):
+        # `return x.long()` after writing into x: the caller gets the changed tensor back either way.
+        if any(root in v.roots and (v.via == "to" or (v.certain and not v.via)) for v in values):
             return True
     return False
 
@@ -895,7 +944,7 @@ def _declares_mutation(flow: FunctionFlow) -> bool:
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
     names = [p.name.value for p in (*scope.node.params.params, *scope.node.params.kwonly_params)]
-    return "inplace" in names or (bool(names) and names[0] == "ctx") or bool(_WRITER_NAME.search(scope.name))
+    return any("inplace" in n for n in names) or (bool(names) and names[0] == "ctx") or bool(_WRITER_NAME.search(scope.name))
 
 
 def _restored(flow: FunctionFlow, write: Write) -> bool:
@@ -950,7 +999,62 @@ def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
     """A call in this file passes a name for `arg` and keeps the result under another name
     (`x = normalize(images)`, and `images` is used again): the caller treats the function as pure."""
     assigned = _assigned_names(flow.file)
-    return any(isinstance(passed, cst.Name) and call in assigned and passed.value not in assigned[call] for call, passed in _passed(flow, arg))
+    later = _read_later(flow.file)
+    return any(
+        isinstance(passed, cst.Name) and call in assigned and passed.value not in assigned[call] and passed.value in later.get(call, ())
+        for call, passed in _passed(flow, arg)
+    )
+
+
+def _read_later(file: object) -> dict[cst.Call, frozenset[str]]:
+    """For calls that are the value of an assignment: the names that the code after that
+    statement reads, in its own block, the blocks around it and (in a loop) the next
+    iteration, up to the enclosing function."""
+    cache = getattr(file, "_read_later", None)
+    if cache is None:
+        cache = {}
+        _walk_block(file.module.body, frozenset(), cache)  # type: ignore[attr-defined]
+        file._read_later = cache  # type: ignore[attr-defined]
+    return cache
+
+
+def _walk_block(body: Sequence[cst.CSTNode], after: frozenset[str], out: dict[cst.Call, frozenset[str]]) -> None:
+    suffix: list[frozenset[str]] = [after] * (len(body) + 1)
+    for i in range(len(body) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] | _names_in(body[i])
+    for i, stmt in enumerate(body):
+        later = suffix[i + 1]
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                    out[small.value] = later
+            continue
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            later = frozenset()
+        elif isinstance(stmt, (cst.For, cst.While)):
+            later = later | _names_in(stmt)
+        for suite in _suites(stmt):
+            _walk_block(suite, later, out)
+
+
+def _suites(node: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
+    """The statement lists directly inside a compound statement (body, else, handlers...)."""
+    for child in node.children:
+        if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            yield child.body
+        elif not isinstance(child, cst.BaseStatement):
+            yield from _suites(child)
+
+
+def _names_in(node: cst.CSTNode) -> frozenset[str]:
+    names: set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+    node.visit(_Names())
+    return frozenset(names)
 
 
 def _assigned_names(file: object) -> dict[cst.Call, set[str]]:

@@ -87,6 +87,14 @@ class CloneOfTemporary(Rule):
             """,
             "a view: the clone is what makes it independent",
         ),
+        Valid(
+            """
+            import torch
+            def f(group: dict):
+                return torch.as_tensor(scalar_of(group["lr"]), dtype=torch.float32).clone()
+            """,
+            "as_tensor hands back its argument when that is already a tensor of that dtype",
+        ),
     )
     INVALID = (
         Invalid(
