@@ -19,6 +19,7 @@ import libcst as cst
 
 from reviewer import torchapi as api
 from reviewer.parsed import ParsedFile, Scope, _dotted, _statement_bodies
+from reviewer.pipelines import pipeline_steps
 from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 MAX_LOOP_NESTING_REPLAYED = 3
@@ -343,6 +344,9 @@ class _Interpreter:
             kind = evidence.kind_of(name)
         if kind is Kind.UNKNOWN and param.default is None and self.is_forward_input(param):
             kind = Kind.TENSOR  # nn.Module.forward(self, x): x is the input tensor
+        handed = self.pipeline_input(param) if kind is Kind.UNKNOWN and param.default is None else None
+        if handed is not None:
+            return Value(kind=Kind.TENSOR, grad=Tri.MAYBE, roots=roots, origin=handed)
         if kind is Kind.TENSOR:
             return Value(kind=Kind.TENSOR, grad=Tri.YES if name in self.backward_names else Tri.MAYBE, roots=roots, origin=f"argument `{name}`")
         if kind is Kind.MODULE:
@@ -365,6 +369,18 @@ class _Interpreter:
         assert isinstance(self.scope.node, cst.FunctionDef)
         positional = list(self.scope.node.params.params)
         return len(positional) > 1 and positional[1] is param
+
+    def pipeline_input(self, param: cst.Param) -> str | None:
+        """Why the input of a pipeline step's `__call__` is a tensor, if the step before it
+        in a pipeline of this file returns one."""
+        scope = self.scope
+        if scope is None or scope.kind != "method" or scope.name != "__call__" or scope.class_node is None:
+            return None
+        assert isinstance(scope.node, cst.FunctionDef)
+        positional = list(scope.node.params.params)
+        if len(positional) < 2 or positional[1] is not param:
+            return None
+        return pipeline_inputs(self.file).get(scope.class_node.name.value)
 
     def annotation_kind(self, ann: cst.BaseExpression) -> Kind:
         if isinstance(ann, cst.Subscript):
@@ -1626,6 +1642,57 @@ def module_constants(file: ParsedFile) -> State:
             constants[name] = value
     file._constants = constants  # type: ignore[attr-defined]
     return constants
+
+
+_PIPELINE_HINT = re.compile(r"Compose\(|\b(\w+)\s*=\s*\w+\(\s*\1\s*\)")
+
+
+def pipeline_inputs(file: ParsedFile) -> dict[str, str]:
+    """Classes of this file whose `__call__` is handed a tensor by the step before it in a
+    pipeline (reviewer.pipelines), each with the reason, which becomes the argument's origin."""
+    cached: dict[str, str] | None = getattr(file, "_pipeline_inputs", None)
+    if cached is not None:
+        return cached
+    found: dict[str, str] = {}
+    # Analysing a step below asks again for its own input: it sees what is known so far.
+    file._pipeline_inputs = found  # type: ignore[attr-defined]
+    if not _PIPELINE_HINT.search(file.text):
+        return found
+    steps = list(pipeline_steps(file.module))
+    grew = True
+    while grew:  # a chain of steps: each one known to return a tensor feeds the next
+        grew = False
+        for step in steps:
+            name = _dotted(step.call.func)
+            if name in found or _call_method(file, name) is None or not _returns_tensor(file, step.previous):
+                continue
+            line = file.line_of(step.statement)
+            found[name] = f"the output of `{_dotted(step.previous.func)}(...)`, the step before it in the pipeline at line {line}"
+            grew = True
+    return found
+
+
+def _call_method(file: ParsedFile, class_name: str) -> Scope | None:
+    for scope in file.scopes:
+        if scope.kind == "method" and scope.name == "__call__" and scope.class_node is not None and scope.class_node.name.value == class_name:
+            if not scope.parents or scope.parents[-1] is not scope.class_node or len(scope.parents) != 1:
+                continue  # a top-level class only: the step is built by its plain name
+            return scope
+    return None
+
+
+def _returns_tensor(file: ParsedFile, build: cst.Call) -> bool:
+    """Does the step that `build` makes return a tensor: a torchvision transform that always
+    does, or a class of this file whose `__call__` returns one on every path?"""
+    interp = _Interpreter(file, None, None, False)
+    interp.silent = 1
+    if any(q in api.TENSOR_TRANSFORMS for q in interp.qualnames(build.func)):
+        return True
+    scope = _call_method(file, _dotted(build.func))
+    if scope is None:
+        return False
+    returns = list(analyze_function(file, scope).of(Return))
+    return bool(returns) and all(r.value.kind is Kind.TENSOR for r in returns)
 
 
 def is_module_class(file: ParsedFile, cls: cst.ClassDef, seen: frozenset[str] = frozenset()) -> bool:

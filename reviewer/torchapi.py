@@ -215,3 +215,10 @@ INDEX_OPS = frozenset(
     "argmax argmin argsort nonzero bincount searchsorted bucketize count_nonzero eq ne lt le gt ge "
     "isnan isinf isfinite isclose logical_and logical_or logical_not logical_xor equal".split()
 )
+
+# torchvision transforms whose output is a tensor, whatever image, array or tensor they get.
+TENSOR_TRANSFORMS = frozenset(
+    f"torchvision.transforms.{v}{name}"
+    for v in ("", "v2.")
+    for name in ("ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize", "ToImage", "ToDtype", "ToPureTensor")
+)

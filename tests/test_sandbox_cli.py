@@ -63,7 +63,7 @@ def test_every_rule_example_is_verified(report: dict) -> None:
         assert f["verification"]["evidence"]
     statuses = [s for v in by_rule.values() for s in v]
     # Every rule's invalid example is a true positive: none may be refuted (dropped), and most are confirmed.
-    assert by_rule["RC301"] == ["confirmed"] * 4
+    assert by_rule["RC301"] == ["confirmed"] * 5
     assert by_rule["RC302"] == ["confirmed"] * 2
     # The second RC321 example's fix leaves `y.cpu().numpy()`, which still raises with grad.
     assert sorted(by_rule["RC321"]) == ["confirmed", "confirmed", "inconclusive"]

@@ -84,6 +84,20 @@ class CopyConstructFromTensor(Rule):
             """,
             "nothing says x is a tensor",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            class ToArray:
+                def __call__(self, img):
+                    return np.asarray(img)
+            class ToFloat:
+                def __call__(self, img):
+                    return torch.tensor(img, dtype=torch.float32)
+            steps = [ToArray(), ToFloat()]
+            """,
+            "the step before hands over a NumPy array, and the list is never run as a pipeline",
+        ),
     )
     INVALID = (
         Invalid(
@@ -145,6 +159,26 @@ class CopyConstructFromTensor(Rule):
             """,
             note="new_tensor takes the receiver's dtype and device: .to(x) keeps that",
         ),
+        Invalid(
+            """
+            import torch
+            from torchvision import transforms
+            class Scale:
+                def __call__(self, img):
+                    return torch.tensor(img) / 255.0
+            pipeline = transforms.Compose([transforms.PILToTensor(), Scale()])
+            """,
+            line=5,
+            fix="""
+            import torch
+            from torchvision import transforms
+            class Scale:
+                def __call__(self, img):
+                    return img.detach().clone() / 255.0
+            pipeline = transforms.Compose([transforms.PILToTensor(), Scale()])
+            """,
+            note="Compose hands each step the output of the step before it",
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -160,8 +194,10 @@ class CopyConstructFromTensor(Rule):
             elif value.grad is Tri.MAYBE:
                 grad_note = f" If {what} requires grad, gradients silently stop at the copy."
             call = "torch.tensor(...)" if event.qualnames else "new_tensor(...)"
+            # Say why it is a tensor when the function itself does not show it.
+            why = f" ({value.origin})" if value.origin.startswith("the output of") else ""
             message = (
-                f"`{call}` on the tensor {what} makes a detached copy and triggers PyTorch's "
+                f"`{call}` on the tensor {what}{why} makes a detached copy and triggers PyTorch's "
                 f"copy-construct warning.{grad_note} Say what is meant: `.detach().clone()` for a "
                 "copy, `torch.as_tensor(...)` if no copy is needed."
             )
