@@ -9,6 +9,7 @@ states it in the file itself.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -92,5 +93,5 @@ def pipeline_steps(module: cst.Module) -> Iterator[Step]:
         calls = _steps(value)
         if calls is None:
             continue
-        for previous, call in zip(calls, calls[1:]):
+        for previous, call in itertools.pairwise(calls):
             yield Step(call, previous, node)
