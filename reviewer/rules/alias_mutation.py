@@ -813,6 +813,20 @@ class InplaceOnArgument(Rule):
             """,
             "mutate-and-return, and the caller never reads what it passed again",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def export(model: nn.Module):
+                w = model.weight.data
+                w.mul_(127).round_()
+                return w.to(torch.int8)
+            def save(model: nn.Module, path: str):
+                q = export(model)
+                torch.save(q, path)
+            """,
+            "the model is not used after the export that consumed its weights",
+        ),
     )
     INVALID = (
         Invalid(
@@ -871,6 +885,32 @@ class InplaceOnArgument(Rule):
             """,
             note="the caller reads `coords` again after `refine` changed it",
         ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            def export(model: nn.Module):
+                w = model.weight.data
+                w.mul_(127).round_()
+                return w.to(torch.int8)
+            def check(model: nn.Module, x: torch.Tensor):
+                q = export(model)
+                return q, model(x)
+            """,
+            line=5,
+            fix="""
+            import torch
+            from torch import nn
+            def export(model: nn.Module):
+                w = model.weight.data.clone()
+                w.mul_(127).round_()
+                return w.to(torch.int8)
+            def check(model: nn.Module, x: torch.Tensor):
+                q = export(model)
+                return q, model(x)
+            """,
+            note="`.data` is the live weight: `check` runs the model after `export` scaled it",
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -883,7 +923,10 @@ class InplaceOnArgument(Rule):
             if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
             owned = sorted(p for p in flow.params if any(r == f"arg:{p}" or r.startswith(f"arg:{p}[") for r in write.target.roots) and not _state_like(p))
-            if not owned or owned[0] in reported:
+            if not owned:
+                yield from self._into_module(flow, write, reported)
+                continue
+            if owned[0] in reported:
                 continue
             if _returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
                 continue  # mutate-and-return: callers rebind what they get back
@@ -904,6 +947,31 @@ class InplaceOnArgument(Rule):
             )
             fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
             yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
+
+    def _into_module(self, flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:
+        """A name bound to a parameter of a module argument (`w = model.fc.weight.data`) and
+        written in place, while a caller in this file goes on using that module after taking
+        the result: the function reads as if it worked on a copy, and the model is changed."""
+        if write.target.via not in ("data", "detach", "") or not write.target.certain:
+            return
+        owners = sorted(
+            p for p in flow.params if flow.params[p].kind is Kind.MODULE and any(r.startswith(f"params:{p}.") for r in write.target.roots)
+        )
+        if not owners or owners[0] in reported or not caller_keeps_argument(flow, owners[0]):
+            return
+        writer = name_of(write.target_node)
+        bind = _bind_of(flow, writer, write) if writer else None
+        if bind is None or bind.expr is None:
+            return  # `model.fc.weight.data.mul_(2)` says what it does; only an alias reads like a copy
+        module = owners[0]
+        reported.add(module)
+        where = f"`{flow.scope.name}`" if flow.scope else "this function"
+        message = (
+            f"`{short_code(write.stmt or write.node)}` writes in place into a parameter of the argument `{module}` "
+            f"(`{writer}` shares its memory: {short_code(bind.expr)}): the caller's model is changed while {where} "
+            f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
+        )
+        yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
 
 
 _STATE_WORDS = ("out", "buf", "cache", "state", "mem", "past", "acc", "dst", "dest", "result", "target_", "scratch", "workspace", "storage", "running", "copy_to", "into")
