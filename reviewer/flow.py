@@ -23,6 +23,9 @@ from reviewer.pipelines import pipeline_steps
 from reviewer.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 MAX_LOOP_NESTING_REPLAYED = 3
+# How a value's origin begins when it is what another callable returned (a module call, the
+# step before in a pipeline): rules quote such an origin to say why a name is a tensor.
+OUTPUT_ORIGIN = "the output of"
 # The storage root written by an optimizer.step() whose parameters are not known.
 ANY_PARAMS = "params:*"
 # Gradient tensors of any parameter, and an optimizer's state tensors.
@@ -363,22 +366,22 @@ class _Interpreter:
         """A parameter with a number default or a numeric-sounding name (lr, eps, total...)."""
         return bool(_SCALAR_NAME.search(name)) or name in self.scalar_defaults
 
+    def is_first_input(self, param: cst.Param) -> bool:
+        """Is `param` the first positional parameter after `self`?"""
+        assert self.scope is not None and isinstance(self.scope.node, cst.FunctionDef)
+        positional = list(self.scope.node.params.params)
+        return len(positional) > 1 and positional[1] is param
+
     def is_forward_input(self, param: cst.Param) -> bool:
         if not (self.module_class and self.scope is not None and self.scope.name == "forward"):
             return False
-        assert isinstance(self.scope.node, cst.FunctionDef)
-        positional = list(self.scope.node.params.params)
-        return len(positional) > 1 and positional[1] is param
+        return self.is_first_input(param)
 
     def pipeline_input(self, param: cst.Param) -> str | None:
         """Why the input of a pipeline step's `__call__` is a tensor, if the step before it
         in a pipeline of this file returns one."""
         scope = self.scope
-        if scope is None or scope.kind != "method" or scope.name != "__call__" or scope.class_node is None:
-            return None
-        assert isinstance(scope.node, cst.FunctionDef)
-        positional = list(scope.node.params.params)
-        if len(positional) < 2 or positional[1] is not param:
+        if scope is None or scope.kind != "method" or scope.name != "__call__" or scope.class_node is None or not self.is_first_input(param):
             return None
         return pipeline_inputs(self.file).get(scope.class_node.name.value)
 
@@ -1117,7 +1120,7 @@ class _Interpreter:
             if has_params is Tri.YES and not self.no_grad and callee.roots:
                 # A module with parameters saves them for the gradient of its input.
                 self.save(Value(kind=Kind.TENSOR, roots=callee.roots), node, f"{label}'s parameters", True)
-            result = self.tensor(node, *args, grad=grad, origin=f"the output of `{_short(node)}`")
+            result = self.tensor(node, *args, grad=grad, origin=f"{OUTPUT_ORIGIN} `{_short(node)}`")
             if callee.op in api.MODULE_SAVES_OUTPUT and result.grad is not Tri.NO:
                 result = self.with_save(result, self.save(result, node, label, result.attached))
             return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device) if callee.device.may_be_gpu else result
@@ -1659,24 +1662,29 @@ def pipeline_inputs(file: ParsedFile) -> dict[str, str]:
     if not _PIPELINE_HINT.search(file.text):
         return found
     steps = list(pipeline_steps(file.module))
+    returns: dict[str, bool] = {}  # what each step returns, given the inputs known so far
     grew = True
     while grew:  # a chain of steps: each one known to return a tensor feeds the next
         grew = False
         for step in steps:
-            name = _dotted(step.call.func)
-            if name in found or _call_method(file, name) is None or not _returns_tensor(file, step.previous):
+            name, previous = _dotted(step.call.func), _dotted(step.previous.func)
+            if name in found or _call_method(file, name) is None:
+                continue
+            if previous not in returns:
+                returns[previous] = _returns_tensor(file, step.previous)
+            if not returns[previous]:
                 continue
             line = file.line_of(step.statement)
-            found[name] = f"the output of `{_dotted(step.previous.func)}(...)`, the step before it in the pipeline at line {line}"
+            found[name] = f"{OUTPUT_ORIGIN} `{previous}(...)`, the step before it in the pipeline at line {line}"
+            returns.pop(name, None)  # its input is a tensor now: what it returns may change
             grew = True
     return found
 
 
 def _call_method(file: ParsedFile, class_name: str) -> Scope | None:
     for scope in file.scopes:
-        if scope.kind == "method" and scope.name == "__call__" and scope.class_node is not None and scope.class_node.name.value == class_name:
-            if not scope.parents or scope.parents[-1] is not scope.class_node or len(scope.parents) != 1:
-                continue  # a top-level class only: the step is built by its plain name
+        # A top-level class only (its method's sole parent): the step is built by its plain name.
+        if scope.kind == "method" and scope.name == "__call__" and len(scope.parents) == 1 and scope.class_node is not None and scope.class_node.name.value == class_name:
             return scope
     return None
 

@@ -49,11 +49,18 @@ class _Finder(cst.CSTVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.statement = node
 
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        # A Compose in a compound statement's header (`if`, `for`, a default) is not in the
+        # last simple statement: its own node gives its line.
+        self.statement = None
+
     def visit_Call(self, node: cst.Call) -> None:
         if dotted(node.func).rsplit(".", 1)[-1] == "Compose" and node.args and node.args[0].keyword is None:
             self.composed.append((node.args[0].value, self.statement or node))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        if not isinstance(node.value, (cst.List, cst.Tuple)):
+            return
         for target in node.targets:
             name = dotted(target.target)
             if name:
@@ -87,8 +94,7 @@ def pipeline_steps(module: cst.Module) -> Iterator[Step]:
     """Every step after the first of every pipeline in the module, in source order."""
     finder = _Finder()
     module.visit(finder)
-    lists = [(value, node) for value, node in finder.composed]
-    lists += [(value, node) for name, value, node in finder.kept if name in finder.run_in_loop]
+    lists = finder.composed + [(value, node) for name, value, node in finder.kept if name in finder.run_in_loop]
     for value, node in lists:
         calls = _steps(value)
         if calls is None:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from reviewer.cstutil import chain, clean_args, is_name, kwarg, method
 from reviewer.findings import Category, Severity
-from reviewer.flow import Call, FunctionFlow, code_of
+from reviewer.flow import OUTPUT_ORIGIN, Call, FunctionFlow, code_of
 from reviewer.rules.base import Hit, Invalid, Rule, Valid
 from reviewer.values import Tri
 
@@ -95,8 +95,25 @@ class CopyConstructFromTensor(Rule):
                 def __call__(self, img):
                     return torch.tensor(img, dtype=torch.float32)
             steps = [ToArray(), ToFloat()]
+            def run(img):
+                for step in steps:
+                    img = step(img)
+                return img
             """,
-            "the step before hands over a NumPy array, and the list is never run as a pipeline",
+            "the step before it in the pipeline hands over a NumPy array",
+        ),
+        Valid(
+            """
+            import torch
+            class ToTensor:
+                def __call__(self, img):
+                    return torch.as_tensor(img)
+            class ToFloat:
+                def __call__(self, img):
+                    return torch.tensor(img, dtype=torch.float32)
+            steps = [ToTensor(), ToFloat()]
+            """,
+            "a list of steps that nothing runs as a pipeline says nothing about their inputs",
         ),
     )
     INVALID = (
@@ -194,8 +211,9 @@ class CopyConstructFromTensor(Rule):
             elif value.grad is Tri.MAYBE:
                 grad_note = f" If {what} requires grad, gradients silently stop at the copy."
             call = "torch.tensor(...)" if event.qualnames else "new_tensor(...)"
-            # Say why it is a tensor when the function itself does not show it.
-            why = f" ({value.origin})" if value.origin.startswith("the output of") else ""
+            # Say where the tensor came from when another callable returned it (a module call,
+            # the step before in a pipeline): that is why the argument is known to be a tensor.
+            why = f" ({value.origin})" if value.origin.startswith(OUTPUT_ORIGIN) else ""
             message = (
                 f"`{call}` on the tensor {what}{why} makes a detached copy and triggers PyTorch's "
                 f"copy-construct warning.{grad_note} Say what is meant: `.detach().clone()` for a "
