@@ -40,15 +40,14 @@ from typing import TYPE_CHECKING
 
 import git
 import libcst as cst
-
-from reviewer.changes import Request, build_changeset
-from reviewer.findings import Category
-from reviewer.llm.options import build_options
-from reviewer.llm.prompts import load_book
-from reviewer.llm.stage import LLMStage
-from reviewer.llm.tokens import estimate_tokens
-from reviewer.pipeline import Plan, run_static
-from reviewer.rules import all_rules
+from review_copies.llm.options import build_options
+from review_copies.llm.prompts import load_book
+from review_copies.llm.stage import LLMStage
+from review_copies.llm.tokens import estimate_tokens
+from review_copies.model.findings import Category
+from review_copies.review.pipeline import Plan, run_static
+from review_copies.rules import all_rules
+from review_copies.source.changes import Request, build_changeset
 
 if TYPE_CHECKING:
     import tiktoken

@@ -303,7 +303,7 @@ def default_cli() -> list[str]:
     found = shutil.which("review-copies")
     if found:
         return [found]
-    return [sys.executable, "-m", "reviewer"]
+    return [sys.executable, "-m", "review_copies"]
 
 
 def run_case(case: Case, cli: Sequence[str], sandbox: bool, timeout: float) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def _timed(cmd: list[str], cwd: Path) -> tuple[float, float, int]:
 
 def review_copies_cmd() -> list[str]:
     exe = shutil.which("review-copies")
-    return [exe] if exe else [sys.executable, "-m", "reviewer"]
+    return [exe] if exe else [sys.executable, "-m", "review_copies"]
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 import sys
 
-from reviewer.cli import main
+from review_copies.cli import main
 
 sys.exit(main())

@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from reviewer import __version__, config
-from reviewer.changes import ChangeSet, Request, build_changeset
-from reviewer.errors import UsageError
-from reviewer.findings import FAIL_ON_RANK, Report
-from reviewer.pipeline import Plan, review
-from reviewer.report import RenderContext, render
-from reviewer.rules import select_rules
+from review_copies import __version__, output
+from review_copies.model.errors import UsageError
+from review_copies.model.findings import FAIL_ON_RANK, Report
+from review_copies.output import RenderContext, render
+from review_copies.review.pipeline import Plan, review
+from review_copies.rules import select_rules
+from review_copies.source import config
+from review_copies.source.changes import ChangeSet, Request, build_changeset
 
 PROG = "review-copies"
 
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", metavar="REV", help="the revision under review (default: the working tree)")
     p.add_argument("--diff", metavar="FILE", help="review a unified diff read from FILE ('-' = standard input)")
     p.add_argument("--all", action="store_true", help="review whole files, not only changed lines")
-    p.add_argument("--format", choices=config.FORMATS, default="text")
+    p.add_argument("--format", choices=output.names(), default="text")
     p.add_argument("--output", metavar="FILE", help="write the report there instead of standard output")
     p.add_argument("--offline", action="store_true", help="never contact an LLM; static rules and sandbox only")
     p.add_argument("--model", metavar="NAME", help="the model of the OpenAI-compatible endpoint")
@@ -93,7 +94,7 @@ def resolve_settings(args: argparse.Namespace, file_config: config.FileConfig, e
 
 def config_root(req: Request) -> Path | None:
     """Where pyproject.toml is looked for: the reviewed repository's root."""
-    from reviewer.changes import find_repo
+    from review_copies.source.changes import find_repo
 
     start = Path(req.repo) if req.repo else Path.cwd()
     if not start.is_dir():
@@ -119,7 +120,7 @@ def _use_color(settings: Settings, stream: IO[str]) -> bool:
 
 def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     if settings.post_review:
-        from reviewer.github import post_review
+        from review_copies.github import post_review
 
         return post_review(settings, stdout, stderr)
     changeset = build_changeset(settings.request)
@@ -127,7 +128,7 @@ def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     write_report(settings, report, rules, changeset.description, stdout)
     if os.environ.get("GITHUB_OUTPUT"):
         # Inside a GitHub Actions step: the finding counts become the step's outputs.
-        from reviewer.github.runner import step_outputs, write_outputs
+        from review_copies.github.runner_outputs import step_outputs, write_outputs
 
         problem = write_outputs(os.environ["GITHUB_OUTPUT"], step_outputs(report))
         if problem:
@@ -139,18 +140,18 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
     rules = select_rules(settings.select, settings.ignore)
     llm_stage = None
     if not settings.offline:
-        from reviewer.llm import make_stage
+        from review_copies.llm import make_stage
 
         llm_stage = make_stage(settings, rules, stderr)
     sandbox_stage = None
     if settings.sandbox:
-        from reviewer.verify import make_stage as make_sandbox_stage
+        from review_copies.sandbox.verify.stage import make_stage as make_sandbox_stage
 
         sandbox_stage = make_sandbox_stage(settings, stderr)
     plan = Plan(rules=rules, exclude=settings.exclude, want_hunks=llm_stage is not None)
     report = review(changeset, plan, llm_stage, sandbox_stage)
     if llm_stage is None:
-        from reviewer.llm.coverage import offline_line
+        from review_copies.llm.coverage import offline_line
 
         report.coverage.append(offline_line("no OPENAI_API_KEY" if settings.api_key is None else "--offline", report.stats.tensor_hunks))
     report.stats.extra.setdefault("llm", "offline" if settings.offline else settings.model)

@@ -163,9 +163,22 @@ class Capabilities:
         return cls(**data)  # type: ignore[arg-type]
 
 
+def package_paths() -> list[str]:
+    """The folders of this project's packages (the repository's `reviewer/` and `sandbox/` in
+    an editable install): a probe imports its side of the sandbox from them."""
+    import importlib.util
+
+    paths = []
+    for name in ("review_copies", "review_copies.sandbox"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            paths.extend(os.path.abspath(p) for p in spec.submodule_search_locations)
+    return paths
+
+
 def _important_paths() -> list[str]:
     """Files the probe must still read after /tmp etc. are hidden: the interpreter and its libraries."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(__file__))}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, *package_paths()}
     paths.update(p for p in sys.path if p)
     return sorted(os.path.realpath(p) for p in paths)
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import git
 import pytest
-
-from reviewer.cli import main
+from review_copies.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,7 +96,7 @@ def run_process(*args: str, cwd: Path | None = None, stdin: bytes | None = None,
     full_env["PYTHONPATH"] = str(ROOT)
     if env:
         full_env.update(env)
-    proc = subprocess.run([sys.executable, "-m", "reviewer", *args], cwd=cwd, input=stdin, capture_output=True, env=full_env, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "review_copies", *args], cwd=cwd, input=stdin, capture_output=True, env=full_env, timeout=300)
     return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import git
 import pytest
-
-from reviewer.cli import main
+from review_copies.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
 REPOSITORY = "octo/torchproj"

@@ -14,9 +14,8 @@ from typing import Any
 
 import git
 from pytest_httpserver import HTTPServer
+from review_copies.cli import main
 from werkzeug import Request, Response
-
-from reviewer.cli import main
 
 DATA = Path(__file__).parent / "llm_data"
 Handler = Callable[[dict[str, Any], int], Response]

@@ -7,10 +7,10 @@ import atexit
 import io
 import textwrap
 
-from reviewer.findings import Category, Finding, Severity, Suggestion, Verification
-from reviewer.verify import Verifier
-from sandbox.client import Sandbox
-from sandbox.isolate import Limits
+from review_copies.model.findings import Category, Finding, Severity, Suggestion, Verification
+from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.worker import Sandbox
 
 _WORKER: Sandbox | None = None
 

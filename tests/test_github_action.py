@@ -13,11 +13,11 @@ from pathlib import Path
 import git
 import pytest
 import yaml
+from review_copies.cli import build_parser
+from review_copies.github.__main__ import build_parser as post_parser
+from review_copies.github.runner_outputs import step_outputs
+from review_copies.model.findings import Report
 
-from reviewer.cli import build_parser
-from reviewer.findings import Report
-from reviewer.github.__main__ import build_parser as post_parser
-from reviewer.github.runner import step_outputs
 from tests.github_fake import FakeGitHub
 from tests.github_repo import REPOSITORY, make_pull_request, write_event
 
@@ -182,7 +182,7 @@ def test_the_fork_safe_pair_never_mixes_pull_request_code_and_privileges() -> No
     assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
     command = next(s["run"] for s in _steps(post) if "post-report" in s.get("run", ""))
     argv = shlex.split(command.replace('"$ARTIFACT', '"/tmp/a'))
-    assert argv[:3] == ["python", "-m", "reviewer.github"]
+    assert argv[:3] == ["python", "-m", "review_copies.github"]
     args = post_parser().parse_args(argv[3:])
     writes = next(s["run"] for s in _steps(review) if "review-copies --base" in s.get("run", ""))
     assert Path(args.report).name in writes and Path(args.pull_request_file).name in writes

@@ -7,15 +7,14 @@ import email.utils
 import json
 
 import pytest
+from review_copies.github import markers
+from review_copies.github.api import ApiError, GitHubClient, RetryPolicy, graphql_url_for, next_link, retry_after
+from review_copies.github.bodies import BODY_LIMIT, ReviewSummary, comment_body, review_body, suggestion_fence
+from review_copies.github.diff_positions import DiffMap, place, suggestion_applies
+from review_copies.github.pr_files import diff_map_from_files
+from review_copies.github.reviews_api import comment_payload
+from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion, Verification
 from werkzeug import Response
-
-from reviewer.findings import Category, Finding, Severity, Status, Suggestion, Verification
-from reviewer.github import markers
-from reviewer.github.anchors import DiffMap, place, suggestion_applies
-from reviewer.github.api import ApiError, GitHubClient, RetryPolicy, graphql_url_for, next_link, retry_after
-from reviewer.github.bodies import BODY_LIMIT, ReviewSummary, comment_body, review_body, suggestion_fence
-from reviewer.github.publish import comment_payload
-from reviewer.github.remote import diff_map_from_files
 
 FILE = ["import torch\n"] + [f"line{i} = torch.tensor(t{i})\n" for i in range(2, 41)]
 
@@ -131,7 +130,7 @@ def test_long_evidence_folds_into_details() -> None:
 
 
 def test_a_review_body_listing_thousands_stays_under_the_limit() -> None:
-    from reviewer.findings import Report
+    from review_copies.model.findings import Report
 
     listed = [(_finding(20 + i % 7, message=f"finding {i} " + "z" * 300), "outside the lines this pull request changes") for i in range(3000)]
     summary = ReviewSummary("a" * 40, "1.1", [f for f, _ in listed], [], listed, Report())
@@ -143,7 +142,7 @@ def test_a_review_body_listing_thousands_stays_under_the_limit() -> None:
 
 
 def test_the_body_counts_categories_verdicts_dropped_and_skipped() -> None:
-    from reviewer.findings import Dropped, Report, Stats
+    from review_copies.model.findings import Dropped, Report, Stats
 
     confirmed = _finding(5, verification=Verification(Status.CONFIRMED, "cpu", "diff 0.5"))
     stats = Stats(files=4, skipped={"not-python": 2, "binary": 1})

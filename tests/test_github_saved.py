@@ -1,5 +1,5 @@
 """The fork-safe pair: a report saved by the unprivileged `pull_request` job is posted by
-`python -m reviewer.github post-report` from a `workflow_run` job, as untrusted data."""
+`python -m review_copies.github post-report` from a `workflow_run` job, as untrusted data."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from review_copies.cli import main as review_main
+from review_copies.github.__main__ import main as post_main
 
-from reviewer.cli import main as review_main
-from reviewer.github.__main__ import main as post_main
 from tests.github_fake import FakeGitHub
 from tests.github_repo import FIXTURES, REPOSITORY, PullRequestRepo, fingerprint, make_pull_request
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import git
 import pytest
+from review_copies.llm.options import build_options
+from review_copies.llm.prompts import load_book
+from review_copies.llm.stage import LLMStage
+from review_copies.model.findings import Category
+from review_copies.review.pipeline import Plan, run_static
+from review_copies.rules import all_rules
+from review_copies.source.changes import Request, build_changeset
 
-from reviewer.changes import Request, build_changeset
-from reviewer.findings import Category
-from reviewer.llm.options import build_options
-from reviewer.llm.prompts import load_book
-from reviewer.llm.stage import LLMStage
-from reviewer.pipeline import Plan, run_static
-from reviewer.rules import all_rules
 from tests.llm_fake import DATA, FakeOpenAI, by_file, completion, error, llm_config, make_repo, recorded, review, slow, start_fake
 
 FILES = ("pkg/train.py", "pkg/metrics.py")

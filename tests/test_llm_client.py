@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from review_copies.llm.client import MAX_WAIT_SECONDS, ModelClient, Prompt, RequestFailed, Unavailable, backoff_wait, retry_after
+from review_copies.llm.options import LLMOptions, build_options
+from review_copies.llm.prompts import FileBlock
+from review_copies.llm.requests import plan_requests
+from review_copies.llm.tokens import estimate_tokens
+from review_copies.model.errors import UsageError
+from review_copies.review.hunks import TensorHunk
 
-from reviewer.errors import UsageError
-from reviewer.hunks import TensorHunk
-from reviewer.llm.client import MAX_WAIT_SECONDS, ModelClient, Prompt, RequestFailed, Unavailable, backoff_wait, retry_after
-from reviewer.llm.options import LLMOptions, build_options
-from reviewer.llm.plan import plan_requests
-from reviewer.llm.prompts import FileBlock
-from reviewer.llm.tokens import estimate_tokens
 from tests.llm_fake import FakeOpenAI, answer, completion, error, start_fake
 
 PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")

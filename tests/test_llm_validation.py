@@ -7,12 +7,11 @@ from importlib import resources
 
 import jsonschema
 import pytest
-
-from reviewer.findings import Category, Finding, Severity
-from reviewer.hunks import TensorHunk
-from reviewer.llm.anchor import place
-from reviewer.llm.merge import merge
-from reviewer.llm.validate import AnswerError, Shown, check_answer, check_finding, parse_answer, schema_problem
+from review_copies.llm.merge import merge
+from review_copies.llm.placement import place
+from review_copies.llm.validate import AnswerError, Shown, check_answer, check_finding, parse_answer, schema_problem
+from review_copies.model.findings import Category, Finding, Severity
+from review_copies.review.hunks import TensorHunk
 
 TEXT = """import copy
 import torch
@@ -162,7 +161,7 @@ def test_an_unusable_answer_is_an_error_with_a_reason(content: str, reason: str)
 
 
 def test_the_schema_file_and_the_checker_agree() -> None:
-    schema = json.loads(resources.files("prompts").joinpath("answer.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads(resources.files("review_copies.prompts").joinpath("answer.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     good = finding()
     jsonschema.validate({"findings": [good]}, schema)

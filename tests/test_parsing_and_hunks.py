@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
+from review_copies.review.engine import FileJob, review_file
+from review_copies.source.diff import MalformedDiff, iter_file_diffs, unquote_path
+from review_copies.source.parse import parse
 
-from reviewer.engine import FileJob, review_file
-from reviewer.parsed import parse
-from reviewer.unidiff import MalformedDiff, iter_file_diffs, unquote_path
 from tests.conftest import ROOT, Repo
 
 
@@ -95,7 +95,7 @@ def test_name_resolution_does_not_depend_on_hash_seed(repo: Repo) -> None:
     for seed in ("0", "1", "2", "3", "4", "5"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         env.pop("OPENAI_API_KEY", None)
-        proc = subprocess.run([sys.executable, "-m", "reviewer", "--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json"], capture_output=True, env=env, check=False)
+        proc = subprocess.run([sys.executable, "-m", "review_copies", "--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json"], capture_output=True, env=env, check=False)
         findings = json.loads(proc.stdout)["findings"]
         outputs.add(json.dumps(findings, sort_keys=True))
         assert [f["rule"] for f in findings] == ["RC301"]  # any matching qualified name counts
@@ -167,7 +167,7 @@ def test_unidiff_rejects_counts_that_lie() -> None:
 
 
 def test_a_failing_analysis_costs_only_that_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reviewer.rules.copy_construct import CopyConstructFromTensor
+    from review_copies.rules.copy_construct import CopyConstructFromTensor
 
     def broken(self, flow):  # a bug in one rule
         raise AttributeError("'NoneType' object has no attribute 'grad'")

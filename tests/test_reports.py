@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from review_copies.rules import all_rules
 
-from reviewer.rules import all_rules
 from tests.conftest import Repo, run_cli, run_process
 
 CHANGE = """\
@@ -108,7 +108,7 @@ def test_github_workflow_commands(changed: Repo) -> None:
 
 
 def test_github_escapes_property_values() -> None:
-    from reviewer.report.github import escape_data, escape_property
+    from review_copies.output.workflow_commands import escape_data, escape_property
 
     assert escape_property("a:b,c%d") == "a%3Ab%2Cc%25d"
     assert escape_data("50%\nnext\r") == "50%25%0Anext%0D"

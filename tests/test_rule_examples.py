@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from reviewer import fixes
-from reviewer.engine import FileJob, review_file
-from reviewer.rules import Invalid, Rule, all_rules
+from review_copies.review import fixes
+from review_copies.review.engine import FileJob, review_file
+from review_copies.rules import Invalid, Rule, all_rules
 
 CASES = [
     pytest.param(rule, kind, i, case, id=f"{rule.code}-{kind}-{i}")

@@ -10,11 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from reviewer import config
-from reviewer.changes import build_changeset
-from reviewer.cli import build_parser, main, resolve_settings, review_changeset, write_report
-from reviewer.rules import all_rules
+from review_copies.cli import build_parser, main, resolve_settings, review_changeset, write_report
+from review_copies.rules import all_rules
+from review_copies.source import config
+from review_copies.source.changes import build_changeset
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,8 +84,8 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
     target = repo / "alias_fix.py"
     target.write_text(LOOK_ALIKE)
     try:
-        from reviewer.findings import Category, Finding, Report, Severity, Suggestion
-        from reviewer.verify import make_stage
+        from review_copies.model.findings import Category, Finding, Report, Severity, Suggestion
+        from review_copies.sandbox.verify.stage import make_stage
 
         f = Finding("alias_fix.py", 3, 3, Category.COPY_CONSTRUCT, "RC301", Severity.WARNING, "m",
                     suggestion=Suggestion(3, 3, "    return torch.as_tensor(x)\n"))
@@ -137,7 +136,7 @@ def test_text_markdown_sarif_and_github_show_the_verdict(repo: Path) -> None:
 
 def test_the_reviewer_process_never_imports_torch(repo: Path) -> None:
     script = (
-        "import io, sys; sys.path.insert(0, sys.argv[1]); from reviewer.cli import main; "
+        "import io, sys; sys.path.insert(0, sys.argv[1]); from review_copies.cli import main; "
         "args = ['--repo', sys.argv[2], '--all', '--offline', '--format', 'json', sys.argv[2] + '/rc301_0.py']; "
         "code = main(args, stdout=io.StringIO(), stderr=io.StringIO()); "
         "print(code, 'torch' in sys.modules, 'numpy' in sys.modules)"

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from reviewer.findings import Category
-from sandbox import recipes as recipe_book
-from sandbox import subjects, verdict
+from review_copies.model.findings import Category
+from review_copies.sandbox import recipes as recipe_book
+from review_copies.sandbox.verify import subjects, verdict
+
 from tests.sandbox_helpers import finding, worker
 
 

@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
+from review_copies.model.findings import Report, Status
+from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.worker import Sandbox
 
-from reviewer.findings import Report, Status
-from reviewer.verify import Verifier
-from sandbox.client import Sandbox
-from sandbox.isolate import Limits
 from tests.sandbox_helpers import finding, worker
 
 SECRET = "sk-sandbox-test-4f1c9e"
@@ -81,10 +81,10 @@ def scribble(x):
 REVIEWER = '''
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
-from reviewer.findings import Category, Finding, Severity
-from reviewer.verify import Verifier
-from sandbox.client import Sandbox
-from sandbox.isolate import Limits
+from review_copies.model.findings import Category, Finding, Severity
+from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.worker import Sandbox
+from review_copies.sandbox.isolate import Limits
 cases = json.loads(sys.argv[2])
 out = {}
 with Sandbox(Limits(wall_seconds=15, cpu_seconds=10)) as sb:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
-from reviewer.findings import Category, Finding, Severity, Status, Suggestion
-from reviewer.rules import all_rules
-from reviewer.verify import Outcome, combine
-from sandbox import recipes, subjects, verdict
+from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion
+from review_copies.rules import all_rules
+from review_copies.sandbox import recipes
+from review_copies.sandbox.verify import subjects, verdict
+from review_copies.sandbox.verify.stage import Outcome, combine
 
 SCRIPT = textwrap.dedent(
     '''

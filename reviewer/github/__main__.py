@@ -1,4 +1,4 @@
-"""`python -m reviewer.github post-report REPORT --pull-request-file FILE`
+"""`python -m review_copies.github post-report REPORT --pull-request-file FILE`
 
 The privileged half of the fork-safe setup: run from a `workflow_run` job, it posts the
 review that the unprivileged `pull_request` job saved with `--format json`, without
@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, NoReturn
 
-from reviewer.errors import UsageError
-from reviewer.github.actions import load_event, parse_pull_request, read_env
-from reviewer.github.api import ApiError, GitHubClient, RetryPolicy
-from reviewer.github.deliver import Job, deliver
-from reviewer.github.remote import ApiLines, api_diff_map
-from reviewer.github.saved import load_report, rederive, workflow_run_head
-from reviewer.rules import all_rules
+from review_copies.github.actions_env import load_event, parse_pull_request, read_env
+from review_copies.github.api import ApiError, GitHubClient, RetryPolicy
+from review_copies.github.delivery import Job, deliver
+from review_copies.github.pr_files import ApiLines, api_diff_map
+from review_copies.github.saved_report import load_report, rederive, workflow_run_head
+from review_copies.model.errors import UsageError
+from review_copies.rules import all_rules
 
-PROG = "python -m reviewer.github"
+PROG = "python -m review_copies.github"
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewer import __version__
+from review_copies import __version__
 
 API_VERSION = "2022-11-28"
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from reviewer.findings import Dropped, Finding, Report, Stats, Verification
-from reviewer.github import markers
-from reviewer.github.anchors import Inline
-from reviewer.report.common import stats_line
-from reviewer.report.markdown import fence, summary_table, verdict
+from review_copies.github import markers
+from review_copies.github.diff_positions import Inline
+from review_copies.model.findings import Dropped, Finding, Report, Stats, Verification
+from review_copies.output.common import stats_line
+from review_copies.output.markdown import fence, summary_table, verdict
 
 # GitHub refuses bodies over 65,536 characters; the margin absorbs its own counting.
 BODY_LIMIT = 60_000

@@ -12,9 +12,8 @@ import base64
 from collections.abc import Sequence
 
 import git
-
-from reviewer.errors import UsageError
-from reviewer.github.actions import ActionsEnv, PullRequest
+from review_copies.github.actions_env import ActionsEnv, PullRequest
+from review_copies.model.errors import UsageError
 
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
 FETCH_TIMEOUT = 600

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reviewer.github import markers
-from reviewer.github.actions import PullRequest
-from reviewer.github.api import GitHubClient
+from review_copies.github import markers
+from review_copies.github.actions_env import PullRequest
+from review_copies.github.api import GitHubClient
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from reviewer.findings import Finding
+from review_copies.model.findings import Finding
 
 PREFIX = "review-copies:"
 _FP = r"[0-9a-f]{16}"

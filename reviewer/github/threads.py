@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from reviewer.github.actions import PullRequest
-from reviewer.github.api import ApiError, GitHubClient
-from reviewer.github.history import BotComment, History
+from review_copies.github.actions_env import PullRequest
+from review_copies.github.api import ApiError, GitHubClient
+from review_copies.github.history import BotComment, History
 
 THREADS = """
 query($owner: String!, $name: String!, $number: Int!, $cursor: String) {

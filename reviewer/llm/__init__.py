@@ -11,12 +11,12 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING
 
-from reviewer.findings import Category, Report
-from reviewer.rules import Rule
+from review_copies.model.findings import Category, Report
+from review_copies.rules import Rule
 
 if TYPE_CHECKING:
-    from reviewer.cli import Settings
-    from reviewer.pipeline import StaticResult
+    from review_copies.cli import Settings
+    from review_copies.review.pipeline import StaticResult
 
 __all__ = ["chosen_categories", "make_stage"]
 
@@ -30,9 +30,9 @@ def chosen_categories(select: Iterable[str], ignore: Iterable[str], rules: Seque
 
 
 def make_stage(settings: Settings, rules: Sequence[type[Rule]], stderr: IO[str]) -> Callable[[Report, StaticResult], Report]:
-    from reviewer.cli import config_root
-    from reviewer.llm.options import build_options
-    from reviewer.llm.stage import LLMStage
+    from review_copies.cli import config_root
+    from review_copies.llm.options import build_options
+    from review_copies.llm.stage import LLMStage
 
     if settings.api_key is None:
         raise ValueError("the LLM stage needs an API key; the command line reviews offline without one")

@@ -24,8 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import openai
-
-from reviewer.llm.options import LLMOptions
+from review_copies.llm.options import LLMOptions
 
 MODES = ("json_schema", "json_object", "none")
 RETRY_STATUS = frozenset({408, 409, 425, 429})

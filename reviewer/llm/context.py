@@ -15,7 +15,7 @@ import keyword
 import re
 from dataclasses import replace
 
-from reviewer.hunks import TensorHunk
+from review_copies.review.hunks import TensorHunk
 
 WHOLE_UP_TO = 40  # lines
 WINDOW = 8  # lines either side of a changed line

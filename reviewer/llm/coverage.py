@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reviewer.hunks import TensorHunk
+from review_copies.review.hunks import TensorHunk
 
 
 def _plural(n: int, word: str) -> str:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from reviewer.findings import Finding
+from review_copies.model.findings import Finding
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Past this length a message is not better for being longer.

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reviewer.errors import UsageError
+from review_copies.model.errors import UsageError
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 

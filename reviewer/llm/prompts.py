@@ -20,10 +20,10 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from reviewer import fixes
-from reviewer.findings import Category, Finding
-from reviewer.hunks import TensorHunk
-from reviewer.rules import Invalid, Rule
+from review_copies.model.findings import Category, Finding
+from review_copies.review import fixes
+from review_copies.review.hunks import TensorHunk
+from review_copies.rules import Invalid, Rule
 
 # Few-shot examples per category: enough to show the answer's shape, few enough to stay cheap.
 EXAMPLE_RULES_PER_CATEGORY = 1
@@ -59,7 +59,7 @@ _TEMPLATES = ("system", "user", "guidance", "category", "example_invalid", "exam
 
 @cache
 def load_book() -> PromptBook:
-    files = resources.files("prompts")
+    files = resources.files("review_copies.prompts")
     templates = {name: Template(files.joinpath(f"{name}.md").read_text(encoding="utf-8")) for name in _TEMPLATES}
     table = tomllib.loads(files.joinpath("categories.toml").read_text(encoding="utf-8"))
     guides = {}

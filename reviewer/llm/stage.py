@@ -10,21 +10,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO
 
-from reviewer.findings import Category, Finding, Note, Report
-from reviewer.hunks import TensorHunk
-from reviewer.llm import coverage
-from reviewer.llm.cache import AnswerCache, Cached, request_key
-from reviewer.llm.client import ModelClient, Prompt, RequestFailed, Unavailable
-from reviewer.llm.context import focus
-from reviewer.llm.merge import merge
-from reviewer.llm.options import LLMOptions
-from reviewer.llm.plan import Request, RequestPlan, plan_requests
-from reviewer.llm.prompts import PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
-from reviewer.llm.tokens import estimate_tokens
-from reviewer.llm.validate import AnswerError, Checked, Shown, check_answer, unusable
-from reviewer.pipeline import StaticResult
-from reviewer.rules import Rule
-from reviewer.suppression import directives, is_suppressed
+from review_copies.llm import coverage
+from review_copies.llm.cache import AnswerCache, Cached, request_key
+from review_copies.llm.client import ModelClient, Prompt, RequestFailed, Unavailable
+from review_copies.llm.context import focus
+from review_copies.llm.merge import merge
+from review_copies.llm.options import LLMOptions
+from review_copies.llm.prompts import PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
+from review_copies.llm.requests import Request, RequestPlan, plan_requests
+from review_copies.llm.tokens import estimate_tokens
+from review_copies.llm.validate import AnswerError, Checked, Shown, check_answer, unusable
+from review_copies.model.findings import Category, Finding, Note, Report
+from review_copies.review.hunks import TensorHunk
+from review_copies.review.pipeline import StaticResult
+from review_copies.review.suppression import directives, is_suppressed
+from review_copies.rules import Rule
 
 PROG = "review-copies"
 

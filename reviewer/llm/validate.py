@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-
-from reviewer import fixes
-from reviewer.findings import Category, Dropped, Finding, Severity, Suggestion
-from reviewer.hunks import TensorHunk
-from reviewer.llm.anchor import Placed, place, strip_number_column
+from review_copies.llm.placement import Placed, place, strip_number_column
+from review_copies.model.findings import Category, Dropped, Finding, Severity, Suggestion
+from review_copies.review import fixes
+from review_copies.review.hunks import TensorHunk
 
 MAX_MESSAGE_CHARS = 1200
 _CATEGORIES = {c.value: c for c in Category}

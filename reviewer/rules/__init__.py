@@ -8,8 +8,8 @@ import pkgutil
 from collections.abc import Iterable
 from functools import cache
 
-from reviewer.findings import Category
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.model.findings import Category
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 __all__ = ["Hit", "Invalid", "Rule", "Valid", "all_rules", "rule_by_code", "select_rules"]
 

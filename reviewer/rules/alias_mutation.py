@@ -8,12 +8,8 @@ from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 import libcst as cst
-
-from reviewer import torchapi as api
-from reviewer.cstutil import atom, call_method_name, kwarg, method, out_of_place
-from reviewer.findings import Category, Severity
-from reviewer.flow import Bind, FunctionFlow, Write, code_of, short_code
-from reviewer.flowquery import (
+from review_copies.analysis.flow import Bind, FunctionFlow, Write, code_of, short_code
+from review_copies.analysis.flowquery import (
     OUTPUT_PARAMETER_NAMES,
     AliasPair,
     alias_pairs,
@@ -22,8 +18,11 @@ from reviewer.flowquery import (
     name_of,
     returns_something,
 )
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind, Value
+from review_copies.analysis.rewrite import atom, call_method_name, kwarg, method, out_of_place
+from review_copies.analysis.semantics import api
+from review_copies.analysis.values import Kind, Value
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _BUFFER_FACTORIES = ("torch.empty", "torch.zeros", "torch.ones", "torch.full", "torch.empty_like", "torch.zeros_like", "torch.ones_like", "torch.full_like")
 
@@ -62,7 +61,7 @@ class _WriteThroughAlias(Rule):
     probe = "alias, input-mutation"
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        from reviewer.rules.inplace_autograd import saved_before
+        from review_copies.rules.inplace_autograd import saved_before
 
         for write in flow.of(Write):
             if deliberate_write(write) or write.op == "out=" or saved_before(flow, write) is not None:
@@ -986,7 +985,7 @@ def _state_like(name: str) -> bool:
 
 def _returns_argument(flow: FunctionFlow, arg: str) -> bool:
     """`x.add_(1); return x` or `return x.copy_(y)`: mutate-and-return, the caller rebinds what it gets back."""
-    from reviewer.flow import Return
+    from review_copies.analysis.flow import Return
 
     root = f"arg:{arg}"
     for e in flow.of(Return):
@@ -1184,6 +1183,6 @@ def _call_sites(file: object, name: str, root: cst.CSTNode) -> list[cst.Call]:
 
 
 def _bind_of(flow: FunctionFlow, name: str, write: Write) -> Bind | None:
-    from reviewer.flowquery import last_bind
+    from review_copies.analysis.flowquery import last_bind
 
     return last_bind(flow, name, write.index)

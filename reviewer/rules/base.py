@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
-
-from reviewer.findings import Category, Severity
-from reviewer.flow import FunctionFlow
+from review_copies.analysis.flow import FunctionFlow
+from review_copies.model.findings import Category, Severity
 
 
 @dataclass(frozen=True)

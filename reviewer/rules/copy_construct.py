@@ -3,12 +3,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-
-from reviewer.cstutil import chain, clean_args, is_name, kwarg, method
-from reviewer.findings import Category, Severity
-from reviewer.flow import OUTPUT_ORIGIN, Call, FunctionFlow, code_of
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Tri
+from review_copies.analysis.flow import OUTPUT_ORIGIN, Call, FunctionFlow, code_of
+from review_copies.analysis.rewrite import chain, clean_args, is_name, kwarg, method
+from review_copies.analysis.values import Tri
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
 class CopyConstructFromTensor(Rule):
@@ -357,7 +356,7 @@ class LegacyConstructorAlias(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        from reviewer import torchapi
+        from review_copies.analysis.semantics import api as torchapi
 
         for event in flow.of(Call):
             if not event.is_any(torchapi.LEGACY_CONSTRUCTORS) or len(event.call.args) != 1:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-
-from reviewer.cstutil import atom, chain
-from reviewer.findings import Category, Severity
-from reviewer.flow import Accumulate, Backward, Bind, FunctionFlow, Store, short_code
-from reviewer.flowquery import bound_outside, loop_of, name_of, outermost_loop, training_loop
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind
+from review_copies.analysis.flow import Accumulate, Backward, Bind, FunctionFlow, Store, short_code
+from review_copies.analysis.flowquery import bound_outside, loop_of, name_of, outermost_loop, training_loop
+from review_copies.analysis.rewrite import atom, chain
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
 def _backward_on(flow: FunctionFlow, name: str) -> bool:

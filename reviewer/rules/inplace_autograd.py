@@ -6,14 +6,13 @@ import itertools
 from collections.abc import Iterator
 
 import libcst as cst
-
-from reviewer import torchapi as api
-from reviewer.cstutil import no_grad_block, out_of_place
-from reviewer.findings import Category, Severity
-from reviewer.flow import FunctionFlow, Saved, Write, code_of, short_code
-from reviewer.flowquery import backward_between, backward_later, deliberate_write, overlaps
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind, Tri
+from review_copies.analysis.flow import FunctionFlow, Saved, Write, code_of, short_code
+from review_copies.analysis.flowquery import backward_between, backward_later, deliberate_write, overlaps
+from review_copies.analysis.rewrite import no_grad_block, out_of_place
+from review_copies.analysis.semantics import api
+from review_copies.analysis.values import Kind, Tri
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
 def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
@@ -31,8 +30,8 @@ def _rebound(flow: FunctionFlow, saved: Saved, write: Write) -> bool:
     """After the save the written name was bound to another tensor: where the save happened
     (one arm of an `if`), the write reaches that other tensor; merging the arms must not pair
     the save with the write."""
-    from reviewer.flow import Bind
-    from reviewer.flowquery import name_of
+    from review_copies.analysis.flow import Bind
+    from review_copies.analysis.flowquery import name_of
 
     name = name_of(write.target_node)
     return any(
@@ -550,7 +549,7 @@ class InplaceOnForwardInput(Rule):
 
 def _returns_input(flow: FunctionFlow, arg: str) -> bool:
     """forward returns its (mutated) input: `return x.mul_(s)`, or `x += b ... return x`."""
-    from reviewer.rules.alias_mutation import _returns_argument
+    from review_copies.rules.alias_mutation import _returns_argument
 
     return _returns_argument(flow, arg)
 
@@ -619,7 +618,7 @@ class InplaceModuleAfterSavingModule(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        from reviewer.flow import Call
+        from review_copies.analysis.flow import Call
 
         for event in flow.of(Call):
             if not event.is_any(("torch.nn.Sequential", "torch.nn.modules.container.Sequential")):
@@ -652,6 +651,6 @@ def _inplace_arg(node: cst.BaseExpression) -> cst.Arg | None:
 
 def _without_inplace(node: cst.BaseExpression) -> cst.BaseExpression:
     assert isinstance(node, cst.Call)
-    from reviewer.cstutil import clean_args
+    from review_copies.analysis.rewrite import clean_args
 
     return node.with_changes(args=clean_args([a for a in node.args if a is not _inplace_arg(node)]))

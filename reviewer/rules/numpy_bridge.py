@@ -3,12 +3,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-
-from reviewer.cstutil import call_method_name, chain, method, receiver_of
-from reviewer.findings import Category, Severity
-from reviewer.flow import Call, FunctionFlow, code_of
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Device, Tri, Value
+from review_copies.analysis.flow import Call, FunctionFlow, code_of
+from review_copies.analysis.rewrite import call_method_name, chain, method, receiver_of
+from review_copies.analysis.values import Device, Tri, Value
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
 class NumpyOnGradOrGpuTensor(Rule):

@@ -6,13 +6,12 @@ import re
 from collections.abc import Iterator
 
 import libcst as cst
-
-from reviewer.cstutil import atom, call_method_name, chain, clean_args, kwarg, method, receiver_of
-from reviewer.findings import Category, Severity
-from reviewer.flow import Bind, Call, FunctionFlow, Store, Use, Write, code_of, short_code
-from reviewer.flowquery import name_of
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Device, Kind, Tri
+from review_copies.analysis.flow import Bind, Call, FunctionFlow, Store, Use, Write, code_of, short_code
+from review_copies.analysis.flowquery import name_of
+from review_copies.analysis.rewrite import atom, call_method_name, chain, clean_args, kwarg, method, receiver_of
+from review_copies.analysis.values import Device, Kind, Tri
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 # Arguments named like a model's output, which require grad when training.
 _OUTPUT_NAME = re.compile(r"(^|_)(out|output|outputs|logits|pred|preds|prediction|student|emb|embedding|features|hidden|activations?)(_|$)", re.I)
@@ -248,7 +247,7 @@ class CloneBeforeCopyingConversion(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        from reviewer import torchapi as api
+        from review_copies.analysis.semantics import api as api
 
         torch_name = flow.file.imports.module_alias("torch")
         for event in flow.of(Call):

@@ -6,14 +6,13 @@ import re
 from collections.abc import Iterator
 
 import libcst as cst
-
-from reviewer.cstutil import atom, call_method_name, chain, dotted_expr, method, receiver_of
-from reviewer.findings import Category, Severity
-from reviewer.flow import Bind, Event, FunctionFlow, Store, Use, Write, short_code
-from reviewer.flowquery import alias_pairs, calls_with, deliberate_write, loop_of, name_of, overlaps
-from reviewer.rules.alias_mutation import attribute_source, copy_at_binding
-from reviewer.rules.base import Hit, Invalid, Rule, Valid
-from reviewer.values import Kind, Value
+from review_copies.analysis.flow import Bind, Event, FunctionFlow, Store, Use, Write, short_code
+from review_copies.analysis.flowquery import alias_pairs, calls_with, deliberate_write, loop_of, name_of, overlaps
+from review_copies.analysis.rewrite import atom, call_method_name, chain, dotted_expr, method, receiver_of
+from review_copies.analysis.values import Kind, Value
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.alias_mutation import attribute_source, copy_at_binding
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 # Names people give to values meant to keep the past.
 SNAPSHOT_NAME = re.compile(r"(best|init|initial|orig|original|prev|previous|old|before|saved|snapshot|snap|backup|start|ref|reference|last|frozen|copy|ckpt|checkpoint|pre)", re.I)
@@ -36,8 +35,8 @@ def _through(flow: FunctionFlow, write: Write, name: str) -> bool:
     writer = name_of(write.target_node)
     if writer == name or writer.startswith(name + ".") or writer.startswith(name + "["):
         return True
-    from reviewer.flow import code_of
-    from reviewer.flowquery import last_bind
+    from review_copies.analysis.flow import code_of
+    from review_copies.analysis.flowquery import last_bind
 
     bind = last_bind(flow, writer, write.index)
     return bind is not None and bind.expr is not None and re.search(rf"\b{re.escape(name)}\b", code_of(bind.expr)) is not None

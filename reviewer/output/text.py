@@ -1,0 +1,86 @@
+"""The terminal report: file:line, category, message, verdict, the fix as a small diff."""
+
+from __future__ import annotations
+
+from review_copies.model.findings import Finding, Report, Severity
+from review_copies.output.common import headline, plain_explanation, rules_used, stats_line, verdict_line
+from review_copies.output.context import RenderContext
+
+NAME = "text"
+
+_COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "cyan": "36", "magenta": "35"}
+_SEVERITY_COLOR = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
+
+
+class _Paint:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.enabled or not styles:
+            return text
+        codes = ";".join(_COLORS[s] for s in styles)
+        return f"\033[{codes}m{text}\033[0m"
+
+
+def _finding(f: Finding, paint: _Paint) -> list[str]:
+    head = f"{paint(f'{f.path}:{f.line}:{f.column}', 'bold')}: {paint(f.rule, _SEVERITY_COLOR[f.severity], 'bold')} {f.category.value} [{f.severity.value}]"
+    if f.source == "llm":
+        head += " (LLM)"
+    lines = [head]
+    lines += [f"  {part}" for part in _wrap(f.message)]
+    lines += [paint(f"  {part}", "dim") for part in _wrap(verdict_line(f))]
+    if f.suggestion is not None:
+        lines.append(f"  suggestion (lines {f.suggestion.start_line}-{f.suggestion.end_line}):")
+        for old in f.suggestion.original.splitlines():
+            lines.append(paint(f"    - {old}", "red"))
+        for new in f.suggestion.replacement.splitlines():
+            lines.append(paint(f"    + {new}", "green"))
+    return lines
+
+
+def _wrap(text: str, width: int = 96) -> list[str]:
+    words, lines, current = text.split(), [], ""
+    for word in words:
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    if current:
+        lines.append(current)
+    return lines
+
+
+def render(report: Report, ctx: RenderContext) -> str:
+    paint = _Paint(ctx.color)
+    out: list[str] = []
+    if ctx.description:
+        out.append(paint(f"review-copies: {ctx.description}", "bold"))
+        out.append("")
+    for finding in report.findings:
+        out += _finding(finding, paint)
+        out.append("")
+    if report.dropped:
+        out.append(paint(f"Not posted ({len(report.dropped)}):", "bold"))
+        for d in report.dropped:
+            f = d.finding
+            out.append(f"  {f.path}:{f.line}: {f.rule or f.category_label} {f.category_label}: {d.reason}")
+        out.append("")
+    if report.notes:
+        out.append(paint("Notes:", "bold"))
+        out += [f"  {note}" for note in report.notes]
+        out.append("")
+    for line in report.coverage:
+        out.append(paint(f"Coverage: {line}", "dim"))
+    if report.coverage:
+        out.append("")
+    used = rules_used(report, ctx.rules)
+    if used:
+        out.append(paint("Explanations:", "bold"))
+        for rule in used:
+            out.append(paint(f"{rule.code} {rule.name} ({rule.category.value})", "cyan"))
+            out += [f"  {line}" if line else "" for line in plain_explanation(rule).splitlines()]
+            out.append("")
+    out.append(paint(headline(report), "bold") + f" — {stats_line(report.stats)}")
+    return "\n".join(out) + "\n"

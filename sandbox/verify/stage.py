@@ -1,0 +1,148 @@
+"""The sandbox stage of the pipeline: every finding gets a verdict (contract section 3).
+
+For each finding the code it is about is extracted (`sandbox.subjects`), sent with its
+recipes to the warm worker, run as written and as fixed on each device, and judged
+(`sandbox.verdict`). Refuted findings move to `dropped` with the reason. Untrusted code
+can make a probe fail, hang or be killed; that finding becomes `inconclusive` and the
+review goes on. This process never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from review_copies.model.findings import Dropped, Finding, Report, Status, Verification
+from review_copies.rules import rule_by_code
+from review_copies.sandbox import recipes as recipe_book
+from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.verify import subjects, verdict
+from review_copies.sandbox.verify.worker import Sandbox, SandboxUnavailable
+
+Stage = Callable[[Report, Any], Report]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    device: str
+    decision: verdict.Decision
+
+
+def make_stage(settings: Any, stderr: IO[str], limits: Limits | None = None, sandbox: Sandbox | None = None) -> Stage:
+    """The stage for review(); `sandbox` lets a caller reuse one warm worker."""
+    wanted = getattr(settings, "device", "auto")
+
+    def stage(report: Report, static: Any) -> Report:
+        if not report.findings:
+            return report
+        owned = sandbox is None
+        worker = sandbox or Sandbox(limits)
+        try:
+            return Verifier(worker, wanted, stderr).verify(report, static.texts)
+        finally:
+            if owned:
+                worker.close()
+
+    return stage
+
+
+# A rule's `probe` when nothing the sandbox observes can decide it.
+UNOBSERVABLE = "unobservable"
+
+
+class Verifier:
+    def __init__(self, sandbox: Sandbox, wanted: str, stderr: IO[str]) -> None:
+        self.sandbox = sandbox
+        self.wanted = wanted
+        self.stderr = stderr
+
+    def devices(self) -> list[str]:
+        if self.wanted == "cpu":
+            return ["cpu"]
+        if self.wanted == "cuda":
+            return ["cuda"] if self.sandbox.info.cuda else []
+        return ["cpu", "cuda"] if self.sandbox.info.cuda else ["cpu"]
+
+    def verify(self, report: Report, texts: dict[str, str]) -> Report:
+        try:
+            info = self.sandbox.start()
+        except SandboxUnavailable as exc:
+            self.stderr.write(f"review-copies: the sandbox is unavailable ({exc}); findings are reported unverified\n")
+            report.findings = [f.with_verification(Verification(Status.NOT_RUN, None, f"the sandbox could not start: {exc}")) for f in report.findings]
+            report.stats.extra["sandbox_network"] = f"not isolated: the sandbox did not start ({exc})"
+            return report
+        report.stats.extra.update(info.isolation)
+        devices = self.devices()
+        report.stats.extra["sandbox_devices"] = ", ".join(devices) or "none"
+        report.stats.extra["sandbox_torch"] = info.torch
+        runs_before = self.sandbox.runs
+        kept, dropped = [], list(report.dropped)
+        for finding in report.findings:
+            checked = finding.with_verification(self.verification(finding, texts.get(finding.path), devices))
+            if checked.verification.status is Status.REFUTED:
+                dropped.append(Dropped(checked, self._reason(checked)))
+            else:
+                kept.append(checked)
+        report.findings, report.dropped = kept, dropped
+        report.stats.sandbox_runs += self.sandbox.runs - runs_before
+        return report
+
+    @staticmethod
+    def _reason(finding: Finding) -> str:
+        return f"sandbox refuted: {finding.verification.evidence}"
+
+    def verification(self, finding: Finding, text: str | None, devices: list[str]) -> Verification:
+        if text is None:
+            return Verification(Status.NOT_RUN, None, "the new text of the file is not available")
+        if not devices:
+            return Verification(Status.NOT_RUN, None, "--device cuda was asked for, and no GPU is available")
+        try:
+            subject = subjects.build(finding, text)
+        except subjects.NotRunnable as exc:
+            return Verification(Status.NOT_RUN, None, str(exc))
+        except Exception as exc:  # the reviewed code can be anything: never fail the review
+            return Verification(Status.INCONCLUSIVE, None, f"could not extract the code: {type(exc).__name__}: {exc}")
+        rule = rule_by_code(finding.rule)
+        if rule is not None and rule.probe == UNOBSERVABLE:
+            return Verification(Status.NOT_RUN, None, "what this rule is about happens outside torch (in NumPy), where the sandbox cannot observe it")
+        recipes = recipe_book.recipes_for(finding.category.value, rule.probe if rule else "")
+        if not recipes:
+            return Verification(Status.NOT_RUN, None, f"no recipe for category {finding.category.value}")
+        outcomes = [Outcome(d, self._probe(finding, subject, recipes, d)) for d in devices]
+        return combine(outcomes)
+
+    def _probe(self, finding: Finding, subject: subjects.Subject, recipes: tuple[str, ...], device: str) -> verdict.Decision:
+        try:
+            decision = self._ask(subject, recipes, device, finding.probe if device == "cpu" else "")
+            if finding.probe and device == "cpu" and decision.status == verdict.INCONCLUSIVE:
+                # The LLM's probe may be wrong; the searched inputs get their chance.
+                fallback = self._ask(subject, recipes, device, "")
+                if fallback.status != verdict.INCONCLUSIVE:
+                    return fallback
+            return decision
+        except Exception as exc:
+            return verdict.Decision(verdict.INCONCLUSIVE, f"sandbox error: {type(exc).__name__}: {exc}")
+
+    def _ask(self, subject: subjects.Subject, recipes: tuple[str, ...], device: str, probe: str) -> verdict.Decision:
+        request = {"op": "probe", "device": device, "signatures": list(recipes), "sides": subject.to_json(), "probe": probe}
+        answer = self.sandbox.run(request)
+        if not answer.get("ok"):
+            return verdict.Decision(verdict.INCONCLUSIVE, f"the probe did not finish: {answer.get('error', 'no answer')}")
+        return verdict.decide(answer["result"], recipes, subject.fixed is not None)
+
+
+def combine(outcomes: list[Outcome]) -> Verification:
+    """One verdict from one or two devices, saying where they differ."""
+    if len(outcomes) == 1:
+        o = outcomes[0]
+        return Verification(Status(o.decision.status), o.device, o.decision.evidence)
+    by_status = {o.decision.status for o in outcomes}
+    if len(by_status) == 1:
+        first = outcomes[0]
+        return Verification(Status(first.decision.status), "+".join(o.device for o in outcomes), first.decision.evidence)
+    fix_refuted = next((o for o in outcomes if o.decision.status == verdict.REFUTED and o.decision.recipe == "fix"), None)
+    lead = fix_refuted or next((o for o in outcomes if o.decision.status == verdict.CONFIRMED), None)
+    lead = lead or next((o for o in outcomes if o.decision.status == verdict.REFUTED), outcomes[0])
+    others = "; ".join(f"on {o.device} {o.decision.status}: {o.decision.evidence}" for o in outcomes if o is not lead)
+    return Verification(Status(lead.decision.status), lead.device, f"{lead.decision.evidence} (on {lead.device}; {others})")
