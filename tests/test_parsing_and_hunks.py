@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from review_copies.review.engine import FileJob, review_file
 from review_copies.source.diff import MalformedDiff, iter_file_diffs, unquote_path
-from review_copies.source.parse import parse
+from review_copies.analysis.parse import parse
 
 from tests.conftest import ROOT, Repo
 
@@ -167,7 +167,7 @@ def test_unidiff_rejects_counts_that_lie() -> None:
 
 
 def test_a_failing_analysis_costs_only_that_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    from review_copies.rules.copy_construct import CopyConstructFromTensor
+    from review_copies.rules.copy_construct.rc301_copy_construct_from_tensor import CopyConstructFromTensor
 
     def broken(self, flow):  # a bug in one rule
         raise AttributeError("'NoneType' object has no attribute 'grad'")

@@ -1,10 +1,12 @@
-"""Small libcst builders shared by the rules' fixes."""
+"""libcst builders for the rules' fixes: a method call on an expression, a keyword argument,
+an in-place statement written out of place, a line wrapped in `with torch.no_grad():`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 import libcst as cst
+from review_copies.analysis.syntax import call_method_name, receiver_of
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer, cst.Float, cst.List, cst.Tuple, cst.Dict)
 
@@ -42,21 +44,6 @@ def clean_args(args: Sequence[cst.Arg]) -> list[cst.Arg]:
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if i < len(args) - 1 else cst.MaybeSentinel.DEFAULT
         out.append(arg.with_changes(comma=comma))
     return out
-
-
-def is_name(node: cst.CSTNode, *values: str) -> bool:
-    return isinstance(node, cst.Name) and node.value in values
-
-
-def call_method_name(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return node.func.attr.value
-    return None
-
-
-def receiver_of(node: cst.Call) -> cst.BaseExpression:
-    assert isinstance(node.func, cst.Attribute)
-    return node.func.value
 
 
 _AUG_TO_BINARY = {

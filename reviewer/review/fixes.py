@@ -7,7 +7,7 @@ import re
 
 import libcst as cst
 from review_copies.model.findings import Suggestion
-from review_copies.source.parse import ParsedFile
+from review_copies.analysis.parse import ParsedFile
 
 
 def render(parsed: ParsedFile, old: cst.CSTNode, new: cst.CSTNode) -> Suggestion | None:

@@ -20,7 +20,7 @@ from review_copies.review.engine import FileJob, FileResult, review_file
 from review_copies.review.hunks import TensorHunk
 from review_copies.rules import Rule
 from review_copies.source.changes import Change, ChangeSet
-from review_copies.source.parse import SourceProblem, decode
+from review_copies.analysis.parse import SourceProblem, decode
 
 # Below this many files a pool costs more than it saves.
 POOL_THRESHOLD = 24

@@ -1,5 +1,7 @@
-"""The copy rules. Each module in this package holds one rule class; adding a rule is
-adding a file. `all_rules()` finds them, sorted by code."""
+"""The copy rules: one folder per category, one module per rule (`rc321_*.py` holds RC321),
+and the category's shared code in its `helpers.py`. `all_rules()` finds them, so adding a
+rule is adding a file; code shared by several categories lives in `_common.py` or in
+`analysis.queries`, never in a sibling rule."""
 
 from __future__ import annotations
 
@@ -11,16 +13,16 @@ from functools import cache
 from review_copies.model.findings import Category
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
-__all__ = ["Hit", "Invalid", "Rule", "Valid", "all_rules", "rule_by_code", "select_rules"]
+__all__ = ["Hit", "Invalid", "Rule", "Valid", "all_rules", "known_selector", "rule_by_code", "select_rules"]
 
 
 @cache
 def all_rules() -> tuple[type[Rule], ...]:
     found: dict[str, type[Rule]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name == "base":
+    for info in sorted(pkgutil.walk_packages(__path__, f"{__name__}."), key=lambda m: m.name):
+        if info.ispkg or not info.name.rsplit(".", 1)[-1].startswith("rc"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        module = importlib.import_module(info.name)
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Rule) and obj.__module__ == module.__name__ and not obj.__name__.startswith("_"):
                 if obj.code in found:

@@ -19,7 +19,7 @@ import libcst as cst
 from review_copies.model.findings import Finding
 from review_copies.review import fixes
 from review_copies.sandbox.verify import param_facts
-from review_copies.source.parse import ParsedFile, Scope, SourceProblem, parse
+from review_copies.analysis.parse import ParsedFile, Scope, SourceProblem, parse
 
 
 class NotRunnable(Exception):

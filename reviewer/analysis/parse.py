@@ -10,14 +10,17 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from review_copies.analysis.syntax import dotted, statement_bodies
 
 TORCH_MARKERS = ("torch",)
+T = TypeVar("T")
 
 
 class SourceProblem(Exception):
@@ -68,6 +71,14 @@ class ImportMap:
         found |= self.module_level.get(name, frozenset())
         return tuple(sorted(found))
 
+    def resolve(self, name: str, scopes: tuple[cst.CSTNode, ...] = ()) -> tuple[str, ...]:
+        """The qualified names a dotted name may stand for: `nn.Linear` -> `torch.nn.Linear`
+        when `nn` is imported from torch."""
+        head, _, rest = name.partition(".")
+        if not head:
+            return ()
+        return tuple(f"{q}.{rest}" if rest else q for q in self.lookup(head, scopes))
+
     def module_alias(self, module: str) -> str | None:
         """The local name bound to exactly `module` at module level (`torch`, `T`), if any."""
         names = sorted(n for n, quals in self.module_level.items() if quals == frozenset((module,)))
@@ -83,18 +94,10 @@ class ImportMap:
         return names
 
 
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
-
-
 def _bindings(stmt: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, str]]:
     if isinstance(stmt, cst.Import):
         for alias in stmt.names:
-            full = _dotted(alias.name)
+            full = dotted(alias.name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 yield alias.asname.name.value, full
             else:
@@ -103,20 +106,11 @@ def _bindings(stmt: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, str]]:
         return
     if stmt.relative or stmt.module is None or isinstance(stmt.names, cst.ImportStar):
         return
-    base = _dotted(stmt.module)
+    base = dotted(stmt.module)
     for alias in stmt.names:
-        name = _dotted(alias.name)
+        name = dotted(alias.name)
         local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
         yield local, f"{base}.{name}"
-
-
-def _statement_bodies(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The statements directly inside a compound statement (all its blocks)."""
-    for child in node.children:
-        if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            yield from child.body
-        elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
-            yield from _statement_bodies(child)
 
 
 def scan_imports(module: cst.Module) -> ImportMap:
@@ -137,7 +131,7 @@ def scan_imports(module: cst.Module) -> ImportMap:
                             top_statements.append(stmt)
                 continue
             inner = stmt if isinstance(stmt, cst.FunctionDef) else function
-            walk(list(_statement_bodies(stmt)), inner)
+            walk(list(statement_bodies(stmt)), inner)
 
     walk(module.body, None)
     return ImportMap(
@@ -176,6 +170,9 @@ class ParsedFile:
     module: cst.Module
     imports: ImportMap
     _wrapper: MetadataWrapper | None = field(default=None, repr=False)
+    # Facts the analysis derives from the whole file (call sites, names read later), each
+    # computed once: see `once`.
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def lines(self) -> list[str]:
@@ -196,9 +193,10 @@ class ParsedFile:
         return wrapper.resolve(PositionProvider)
 
     @cached_property
-    def statement_lines(self) -> Mapping[cst.CSTNode, tuple[int, int]] | None:
-        """Line spans of every statement, from Python's own parser (an order of magnitude cheaper
-        than position metadata). None if the two trees do not line up."""
+    def _layout(self) -> tuple[dict[cst.CSTNode, tuple[int, int]], dict[cst.CSTNode, int]] | None:
+        """Line spans of every statement and the `def`/`class` line of every definition, from
+        Python's own parser (an order of magnitude cheaper than position metadata). None if
+        the two trees do not line up."""
         try:
             tree = ast.parse(self.text)
         except (SyntaxError, ValueError, RecursionError):
@@ -207,8 +205,18 @@ class ParsedFile:
         headers: dict[cst.CSTNode, int] = {}
         if not _pair_blocks(list(self.module.body), tree.body, spans, headers):
             return None
-        self._headers = headers
-        return spans
+        return spans, headers
+
+    @property
+    def statement_lines(self) -> Mapping[cst.CSTNode, tuple[int, int]] | None:
+        layout = self._layout
+        return layout[0] if layout is not None else None
+
+    def once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """A fact about the whole file, computed on first use and kept with the parse."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         lines = self.statement_lines
@@ -237,18 +245,18 @@ class ParsedFile:
                         kind = "method" if cls is not None and parents and parents[-1] is cls else "function"
                     found.append(Scope(kind, stmt.name.value, qual, stmt, start, end, header, parents, cls))
                     inner_cls = stmt if isinstance(stmt, cst.ClassDef) else cls
-                    walk(list(_statement_bodies(stmt)), qual + ".", (*parents, stmt), inner_cls)
+                    walk(list(statement_bodies(stmt)), qual + ".", (*parents, stmt), inner_cls)
                 elif not isinstance(stmt, cst.SimpleStatementLine):
-                    walk(list(_statement_bodies(stmt)), prefix, parents, cls)
+                    walk(list(statement_bodies(stmt)), prefix, parents, cls)
 
         walk(self.module.body, "", (), None)
         return found
 
     @property
-    def headers(self) -> dict[cst.CSTNode, int]:
+    def headers(self) -> Mapping[cst.CSTNode, int]:
         """The `def`/`class` line of functions and classes (decorators come before it)."""
-        _ = self.statement_lines
-        return getattr(self, "_headers", {})
+        layout = self._layout
+        return layout[1] if layout is not None else {}
 
     def innermost_scope(self, line: int, kinds: tuple[str, ...] = ("function", "method", "class")) -> Scope | None:
         best: Scope | None = None
@@ -263,16 +271,6 @@ class ParsedFile:
             start, end = self.span(stmt)
             out.extend((n, self.lines[n - 1]) for n in range(start, end + 1))
         return out
-
-
-_BLOCKS = {
-    cst.If: ("body", "orelse"),
-    cst.For: ("body", "orelse"),
-    cst.While: ("body", "orelse"),
-    cst.With: ("body",),
-    cst.FunctionDef: ("body",),
-    cst.ClassDef: ("body",),
-}
 
 
 def _cst_blocks(stmt: cst.CSTNode) -> list[list[cst.CSTNode]]:

@@ -1,10 +1,13 @@
+"""RC321 numpy-on-grad-or-gpu-tensor."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import libcst as cst
-from review_copies.analysis.flow import Call, FunctionFlow, code_of
-from review_copies.analysis.rewrite import call_method_name, chain, method, receiver_of
+from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.rewrite import chain, method
+from review_copies.analysis.syntax import call_method_name, code_of, receiver_of
 from review_copies.analysis.values import Device, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid

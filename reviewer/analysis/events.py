@@ -1,0 +1,171 @@
+"""What the interpreter records as it walks a function: the events rules read, and the
+flow that holds them.
+
+An event is a frozen record of one thing the code does at one point: a call, an in-place
+write, a read of a name, a binding, a store into a container, an accumulation, a
+`backward()`, a return. Each carries the abstract `Value`s involved. `Saved` records what
+autograd keeps for backward; `Loop` where a loop runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+from review_copies.analysis.parse import ParsedFile, Scope
+from review_copies.analysis.values import UNKNOWN, Value
+
+
+@dataclass(frozen=True)
+class Event:
+    node: cst.CSTNode
+    line: int
+    loops: tuple[int, ...]
+    no_grad: bool
+    index: int
+    # The simple statement being run (an Expr, Assign, AugAssign, Return...), for fixes.
+    stmt: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
+    # The statement line holding it (for fixes that wrap the whole line).
+    line_node: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Call(Event):
+    qualnames: tuple[str, ...]
+    method: str | None
+    receiver: Value | None
+    receiver_node: cst.BaseExpression | None
+    args: tuple[Value, ...]
+    kwargs: tuple[tuple[str, Value], ...]
+    result: Value
+
+    def kwarg(self, name: str) -> Value | None:
+        for key, value in self.kwargs:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def call(self) -> cst.Call:
+        assert isinstance(self.node, cst.Call)
+        return self.node
+
+    def is_any(self, names: Iterable[str]) -> bool:
+        wanted = set(names)
+        return any(q in wanted for q in self.qualnames)
+
+
+@dataclass(frozen=True)
+class Write(Event):
+    """An in-place write into a tensor (or a NumPy array)."""
+
+    target: Value
+    target_node: cst.BaseExpression
+    op: str
+    source: Value | None = None
+
+
+@dataclass(frozen=True)
+class Use(Event):
+    name: str
+    value: Value
+
+
+@dataclass(frozen=True)
+class Bind(Event):
+    name: str
+    value: Value
+    expr: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Store(Event):
+    """A value put into a container or onto an object: list.append, d[k] = v, self.x = v."""
+
+    container: str
+    container_value: Value
+    value: Value
+    how: str
+    value_node: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Accumulate(Event):
+    """`name += value` (or name = name + value) where value is a tensor."""
+
+    name: str
+    value: Value
+    value_node: cst.BaseExpression
+    before: Value
+
+
+@dataclass(frozen=True)
+class Backward(Event):
+    value: Value
+
+
+@dataclass(frozen=True)
+class Return(Event):
+    value: Value
+    value_node: cst.BaseExpression | None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """Autograd saved a tensor for backward here."""
+
+    roots: frozenset[str]
+    line: int
+    op: str
+    index: int
+    loops: tuple[int, ...]
+    # Whether the graph that saved it is surely attached (a parameter or requires_grad input).
+    attached: bool = False
+    in_forward: bool = False
+    node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Loop:
+    node: cst.For | cst.While
+    start: int
+    end: int
+
+
+@dataclass
+class FunctionFlow:
+    file: ParsedFile
+    scope: Scope | None
+    events: list[Event] = field(default_factory=list)
+    values: dict[cst.CSTNode, Value] = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
+    loops: dict[int, Loop] = field(default_factory=dict)
+    saved: list[Saved] = field(default_factory=list)
+    in_module_class: bool = False
+    final_state: dict[str, Value] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.scope.qualname if self.scope else "<module>"
+
+    @property
+    def is_forward(self) -> bool:
+        return self.in_module_class and self.scope is not None and self.scope.name == "forward"
+
+    def of(self, kind: type[Event]) -> Iterator:
+        return (e for e in self.events if isinstance(e, kind))
+
+    def value(self, node: cst.CSTNode) -> Value:
+        return self.values.get(node, UNKNOWN)
+
+    def after(self, event: Event) -> Iterator[Event]:
+        """Events that may run after `event`: later ones, and in a loop, the whole loop again."""
+        for other in self.events:
+            if other.index > event.index or (other.index < event.index and set(other.loops) & set(event.loops)):
+                yield other
+
+    def later(self, event: Event) -> Iterator[Event]:
+        return (e for e in self.events if e.index > event.index)
+
+

@@ -1,0 +1,134 @@
+"""Every guess the analysis makes from how code is spelled, in one place.
+
+Where the dataflow cannot know what a value is (an argument with no annotation, a function
+whose purpose only its name states), these word lists and patterns decide. Each says which
+rules rely on it, so that a rule's "Known problems" can name the guesses it trusts.
+Everything else in the analysis follows what the code does, not what it is called.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from review_copies.analysis.semantics import api
+from review_copies.analysis.values import Kind
+
+# ---------------------------------------------------------------- parameters
+# The interpreter (analysis.parameters): what an unannotated parameter holds.
+
+# Numbers, not tensors: `lr`, `eps`, `total += loss.item()` (every rule through the dataflow).
+SCALAR_NAME = re.compile(r"^(lr|eps|alpha|beta|gamma|momentum|scale|factor|weight_decay|decay|temperature|tau|total|count|n|k|step|steps|epoch|i|j|t)$")
+# Names that are called like modules in training code (`model(x)`, `net(x)`, `D(fake)`).
+MODEL_NAME = re.compile(r"^(model|net|network|module|encoder|decoder|backbone|critic|generator|discriminator|policy|actor|G|D|teacher|student|classifier)(_\w+)?$|(_model|_net)$")
+OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_|\d|$)", re.I)
+
+
+@dataclass
+class UsageEvidence:
+    """How each name of a function is used: its methods, attributes, whether it is called."""
+
+    methods: dict[str, set[str]] = field(default_factory=dict)
+    attributes: dict[str, set[str]] = field(default_factory=dict)
+    backward: set[str] = field(default_factory=set)
+    called: set[str] = field(default_factory=set)
+    # Names used the way only tensors are: `x.sum(dim=1)`, `x.amax(keepdim=True)`, `x.size(-1)`.
+    torch_style: set[str] = field(default_factory=set)
+
+    def kind_of(self, name: str) -> Kind:
+        methods = self.methods.get(name, set())
+        attrs = self.attributes.get(name, set())
+        if methods & (api.MODULE_ONLY_METHODS - {"state_dict", "load_state_dict"}):
+            return Kind.MODULE
+        if name in self.called and methods & {"state_dict", "load_state_dict", "to", "cuda", "zero_grad"}:
+            return Kind.MODULE
+        if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs or OPTIMIZER_NAME.search(name)):
+            return Kind.OPTIMIZER
+        if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style:
+            return Kind.TENSOR
+        if name in self.called and MODEL_NAME.search(name) and not methods & {"append", "items", "keys", "get"}:
+            return Kind.MODULE
+        return Kind.UNKNOWN
+
+
+_METHOD_CALL = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\(")
+_ATTRIBUTE = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\()")
+_CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+_COMMENT = re.compile(r"#[^\n]*")
+_TORCH_KWARGS = re.compile(r"\b(dim|keepdim)\s*=")
+_KEYWORDS = frozenset("def class if elif while for return with and or not in is lambda yield assert print super".split())
+
+
+def usage_evidence(source: str) -> UsageEvidence:
+    """What each name is used as, read off the function's text with regular expressions (a
+    libcst visitor per function costs as much as the rest of the analysis)."""
+    text = _COMMENT.sub("", source)
+    evidence = UsageEvidence()
+    for match in _METHOD_CALL.finditer(text):
+        name, method = match.group(1), match.group(2)
+        evidence.methods.setdefault(name, set()).add(method)
+        if method == "backward":
+            evidence.backward.add(name)
+        args = _call_arguments(text, match.end())
+        if _TORCH_KWARGS.search(args) or (method == "size" and args.strip()) or method in ("dim", "numel"):
+            evidence.torch_style.add(name)
+    for match in _ATTRIBUTE.finditer(text):
+        evidence.attributes.setdefault(match.group(1), set()).add(match.group(2))
+    for match in _CALLED.finditer(text):
+        if match.group(1) not in _KEYWORDS:
+            evidence.called.add(match.group(1))
+    return evidence
+
+
+def _call_arguments(text: str, start: int, limit: int = 400) -> str:
+    """The text inside the parentheses that open just before `start`."""
+    depth = 1
+    for i in range(start, min(len(text), start + limit)):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+    return text[start : start + limit]
+
+
+# ------------------------------------------------------------------ intent
+# analysis.queries.intent: functions whose job is to write into their arguments
+# (RC102 inplace-on-argument, RC101-RC106 through `deliberate_write`).
+
+# Parameters a function is expected to write into.
+OUTPUT_PARAMETER_NAMES = frozenset(
+    "out output outputs buf buffer buffers dst dest destination result results acc accumulator accum target_buffer cache state memory".split()
+)
+# Words in a parameter's name that say it is written into: outputs, buffers, caches, running state.
+STATE_WORDS = ("out", "buf", "cache", "state", "mem", "past", "acc", "dst", "dest", "result", "target_", "scratch", "workspace", "storage", "running", "copy_to", "into")
+# Functions whose job is to mutate their arguments.
+MUTATING_FUNCTION_PREFIXES = tuple(
+    "init _init reset _reset update _update apply fill zero clip clamp copy load set_ _set inplace mutate add_to accumulate".split()
+)
+# Functions whose name says they write into an argument: `foo_out`, `_out_impl`, `set_to_one`, `fill_x`.
+WRITER_NAME = re.compile(r"(^|_)(out|set|fill|write|store|assign|copy|inplace|mutate|put)(_|$)", re.I)
+# Decorators of op implementations (custom ops, library impls), which mutate as their schema says.
+OP_REGISTRATION_WORDS = ("custom_op", "impl", "register", "library", "override", "implements")
+
+# ------------------------------------------------------------------- loops
+# analysis.queries.loops.training_loop (RC251 and RC252 through it): a loop over a data
+# loader counts as a training or evaluation loop even without a backward in it.
+TRAINING_ITERABLE = re.compile(r"(loader|dataloader|batches|batch_iter|data_iter|dataset|epoch|steps)", re.I)
+
+# --------------------------------------------------------------- snapshots
+# A name that says its value is kept as a copy to compare with or restore later:
+# RC151 state-dict-snapshot (when no later change is seen in a loop) and RC152
+# parameters-snapshot fire only on such names.
+SNAPSHOT_NAME = re.compile(r"(best|init|initial|orig|original|prev|previous|old|before|saved|snapshot|snap|backup|start|ref|reference|last|frozen|copy|ckpt|checkpoint|pre)", re.I)
+# A module kept as a separate copy of another (RC156 module-alias-snapshot): `target = model`.
+MODULE_COPY_NAME = re.compile(r"(target|ema|teacher|frozen|best|snapshot|shadow|backup|momentum_|average|averaged|swa)", re.I)
+
+# ---------------------------------------------------------- redundant copies
+# Arguments that hold a model's output (RC343 clone-then-detach: `out.clone().detach()` of
+# such an argument may be attached, so the order matters).
+OUTPUT_NAME = re.compile(r"(^|_)(out|output|outputs|logits|pred|preds|prediction|student|emb|embedding|features|hidden|activations?)(_|$)", re.I)
+# A dense copy kept as a backup (RC347 densify-to-copy): `backup = sparse.to_dense()`.
+BACKUP_NAME = re.compile(r"(backup|snapshot|saved|orig|original|copy|init|initial|before|prev)", re.I)

@@ -1,0 +1,305 @@
+"""The statement walker: runs a function's statements in order and keeps what each name
+holds. Both arms of a branch run and their states join; a loop's body runs twice, the
+first time as a replay that records nothing, so loop-carried values settle before the
+recorded pass. Expressions are `analysis.expressions`' job, library calls
+`analysis.semantics`'."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import libcst as cst
+from review_copies.analysis import expressions, parameters
+from review_copies.analysis.context import Context, State, join_states
+from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, Return, Store, Write
+from review_copies.analysis.guesses import usage_evidence
+from review_copies.analysis.narrowing import narrow
+from review_copies.analysis.semantics import api
+from review_copies.analysis.semantics.containers import element_of
+from review_copies.analysis.syntax import bound_names, code_of, dotted, names_in, statement_bodies
+from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Kind, Tri, Value
+
+# Deeper loops run once: replaying every level would cost 2**depth passes.
+MAX_LOOP_NESTING_REPLAYED = 3
+
+
+class Interpreter(Context):
+    # ------------------------------------------------------------ entry points
+
+    def run_function(self, fn: cst.FunctionDef) -> FunctionFlow:
+        self.state.update({k: v for k, v in self.facts.constants().items() if k not in self.state})
+        for decorator in fn.decorators:
+            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+            if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
+                self.no_grad += 1
+        parameters.bind(self, fn)
+        self.block(list(statement_bodies(fn)))
+        self.flow.final_state = dict(self.state)
+        return self.flow
+
+    def run_module(self, module: cst.Module) -> FunctionFlow:
+        self.backward_names = frozenset(usage_evidence(self.file.text).backward)
+        self.block([s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))])
+        self.flow.final_state = dict(self.state)
+        return self.flow
+
+    def replay(self) -> Interpreter:
+        """A twin that walks on a copy of the state and records nothing: a loop's first pass."""
+        twin = copy.copy(self)
+        twin.recording = False
+        twin.state = dict(self.state)
+        twin.flow = FunctionFlow(file=self.file, scope=self.scope, in_module_class=self.module_class)
+        return twin
+
+    # ------------------------------------------------------------------ hooks
+
+    def ev(self, node: cst.BaseExpression | None) -> Value:
+        if node is None:
+            return UNKNOWN
+        return self.record(node, expressions.evaluate(self, node))
+
+    def narrowing(self, test: cst.BaseExpression) -> tuple[State, State]:
+        return narrow(self, test)
+
+    # ------------------------------------------------------------- statements
+
+    def block(self, stmts: Sequence[cst.CSTNode]) -> None:
+        for stmt in stmts:
+            self.statement(stmt)
+
+    def statement(self, stmt: cst.CSTNode) -> None:
+        self.current_line = stmt
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small)
+            return
+        self.current = stmt
+        if isinstance(stmt, cst.If):
+            self.if_statement(stmt)
+        elif isinstance(stmt, cst.Else):
+            self.block(list(statement_bodies(stmt)))
+        elif isinstance(stmt, (cst.For, cst.While)):
+            self.loop(stmt)
+        elif isinstance(stmt, cst.With):
+            self.with_block(stmt)
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+            self.try_statement(stmt)
+        elif isinstance(stmt, cst.Match):
+            self.match_statement(stmt)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            self.state[stmt.name.value] = OTHER
+
+    def if_statement(self, stmt: cst.If) -> None:
+        self.ev(stmt.test)
+        before = dict(self.state)
+        when_true, when_false = self.narrowing(stmt.test)
+        self.state.update(when_true)
+        self.block(stmt.body.body)
+        after_body = self.state
+        self.state = {**before, **when_false}
+        if stmt.orelse is not None:
+            self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
+        self.state = join_states(after_body, self.state)
+
+    def try_statement(self, stmt: cst.Try | cst.TryStar) -> None:
+        before = dict(self.state)
+        self.block(stmt.body.body)
+        after = self.state
+        for handler in stmt.handlers:
+            self.state = join_states(before, after)
+            if handler.type is not None:
+                self.ev(handler.type)
+            self.block(handler.body.body)
+            after = join_states(after, self.state)
+        self.state = after
+        if stmt.orelse is not None:
+            self.block(stmt.orelse.body.body)
+        if stmt.finalbody is not None:
+            self.block(stmt.finalbody.body.body)
+
+    def match_statement(self, stmt: cst.Match) -> None:
+        self.ev(stmt.subject)
+        before = dict(self.state)
+        merged: State | None = None
+        for case in stmt.cases:
+            self.state = dict(before)
+            self.block(list(statement_bodies(case)))
+            merged = self.state if merged is None else join_states(merged, self.state)
+        self.state = join_states(before, merged or before)
+
+    def with_block(self, stmt: cst.With) -> None:
+        grad_change = 0
+        restored = self.no_grad
+        for item in stmt.items:
+            value = self.ev(item.item)
+            target = item.item.func if isinstance(item.item, cst.Call) else item.item
+            quals = self.qualnames(target)
+            if any(q in api.GRAD_MODE_OFF for q in quals):
+                grad_change = 1
+            elif any(q in api.GRAD_MODE_ON for q in quals):
+                grad_change = -1
+            elif any(q == "torch.set_grad_enabled" for q in quals) and isinstance(item.item, cst.Call) and item.item.args:
+                flag = item.item.args[0].value
+                if isinstance(flag, cst.Name) and flag.value in ("False", "True"):
+                    grad_change = 1 if flag.value == "False" else -1
+            if item.asname is not None:
+                self.assign(item.asname.name, UNKNOWN if value.kind is Kind.OTHER else value, None)
+        if grad_change == 1:
+            self.no_grad += 1
+        elif grad_change == -1:
+            self.no_grad = 0
+        self.block(stmt.body.body)
+        self.no_grad = restored
+
+    def loop(self, stmt: cst.For | cst.While) -> None:
+        loop_id = next(self.counters.loops)
+        start, end = self.file.span(stmt)
+        self.flow.loops[loop_id] = Loop(stmt, start, end)
+        element = UNKNOWN
+        if isinstance(stmt, cst.For):
+            element = element_of(self.ev(stmt.iter), stmt.iter)
+        before = dict(self.state)
+        replayed = len(self.loop_stack) < MAX_LOOP_NESTING_REPLAYED
+        self.loop_stack.append(loop_id)
+        if replayed:
+            twin = self.replay()
+            twin.loop_pass(stmt, element)
+            self.state = join_states(before, twin.state)
+        self.loop_pass(stmt, element)
+        self.loop_stack.pop()
+        self.state = join_states(before, self.state)
+        if stmt.orelse is not None:
+            self.block(stmt.orelse.body.body)
+
+    def loop_pass(self, stmt: cst.For | cst.While, element: Value) -> None:
+        if isinstance(stmt, cst.For):
+            self.assign(stmt.target, element, None)
+        else:
+            self.ev(stmt.test)
+        self.block(stmt.body.body)
+
+    def small(self, small: cst.BaseSmallStatement) -> None:
+        self.current = small
+        if isinstance(small, cst.Expr):
+            self.ev(small.value)
+        elif isinstance(small, cst.Assign):
+            value = self.ev(small.value)
+            for target in small.targets:
+                key = dotted(target.target)
+                if key and value.kind is Kind.TENSOR and value.attached and key in names_in(small.value, attributes=True, into_lambdas=False):
+                    # `total = total + loss`: an accumulation written out of place.
+                    self.emit(Accumulate, small, name=key, value=value, value_node=small.value, before=self.state.get(key, UNKNOWN))
+                self.assign(target.target, value, small.value)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self.assign(small.target, self.ev(small.value), small.value)
+        elif isinstance(small, cst.AugAssign):
+            self.aug_assign(small)
+        elif isinstance(small, cst.Return):
+            value = self.ev(small.value) if small.value is not None else NONE
+            self.emit(Return, small, value=value, value_node=small.value)
+        elif isinstance(small, cst.Del):
+            for name in bound_names(small.target):
+                self.state.pop(name, None)
+        elif isinstance(small, (cst.Raise, cst.Assert)):
+            for child in small.children:
+                if isinstance(child, cst.BaseExpression):
+                    self.ev(child)
+
+    # ------------------------------------------------------------- assignment
+
+    def assign(self, target: cst.BaseExpression, value: Value, expr: cst.BaseExpression | None) -> None:
+        value = value.but(fresh=False)
+        if isinstance(target, cst.Name):
+            self.assign_name(target, value, expr)
+        elif isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and dotted(target.value):
+            owner_key = dotted(target.value)
+            if owner_key not in self.state:
+                self.state[owner_key] = self.ev(target.value)
+            flag = isinstance(expr, cst.Name) and expr.value == "True"
+            self.state[owner_key] = self.state[owner_key].but(grad=Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE)
+        elif isinstance(target, cst.Attribute):
+            self.assign_attribute(target, value, expr)
+        elif isinstance(target, cst.Subscript):
+            self.assign_item(target, value, expr)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            parts = [el.value for el in target.elements]
+            starred = any(isinstance(el, cst.StarredElement) for el in target.elements)
+            for i, part in enumerate(parts):
+                if value.items is not None and len(value.items) == len(parts) and not starred:
+                    item = value.items[i]
+                elif value.element is not None:
+                    item = value.element
+                else:
+                    item = UNKNOWN
+                if isinstance(target.elements[i], cst.StarredElement):
+                    item = Value(kind=Kind.LIST, element=value.element)
+                self.assign(part, item, None)
+        elif isinstance(target, cst.StarredElement):
+            self.assign(target.value, Value(kind=Kind.LIST, element=value.element), None)
+
+    def assign_name(self, target: cst.Name, value: Value, expr: cst.BaseExpression | None) -> None:
+        name = target.value
+        if name in self.backward_names and value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.grad is not Tri.NO:
+            # backward() is called on it: it is attached to the graph.
+            value = value.but(kind=Kind.TENSOR, grad=Tri.YES)
+        if not value.origin:
+            value = value.but(origin=f"`{name}`")
+        self.state[name] = value
+        self.emit(Bind, target, name=name, value=value, expr=expr)
+
+    def assign_attribute(self, target: cst.Attribute, value: Value, expr: cst.BaseExpression | None) -> None:
+        owner = dotted(target.value)
+        key = dotted(target)
+        if key and not value.roots and value.kind in (Kind.UNKNOWN, Kind.NDARRAY, Kind.TENSOR):
+            value = value.but(roots=frozenset((key,)))  # an identity, so aliases of self.x can be followed
+        if key:
+            self.state[key] = value
+            self.emit(Bind, target, name=key, value=value, expr=expr)
+        owner_value = self.ev(target.value) if owner else UNKNOWN
+        self.emit(Store, target, container=owner or code_of(target.value), container_value=owner_value, value=value, how="setattr", value_node=expr)
+
+    def assign_item(self, target: cst.Subscript, value: Value, expr: cst.BaseExpression | None) -> None:
+        base = self.ev(target.value)
+        if base.kind is Kind.TENSOR and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) and isinstance(target.slice[0].slice.value, cst.SimpleString):
+            base = base.but(kind=Kind.DICT)  # `out["pair"] = ...`: a mapping (a model output), not a tensor
+        for element in target.slice:
+            if isinstance(element.slice, cst.Index):
+                self.ev(element.slice.value)
+        if base.kind in (Kind.TENSOR, Kind.NDARRAY):
+            self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
+        elif base.kind in (Kind.DICT, Kind.LIST, Kind.STATE_DICT, Kind.UNKNOWN):
+            self.emit(Store, target, container=dotted(target.value) or code_of(target.value), container_value=base, value=value, how="setitem", value_node=expr)
+
+    def aug_assign(self, stmt: cst.AugAssign) -> None:
+        added = self.ev(stmt.value)
+        target = stmt.target
+        op = code_of(stmt.operator).strip()
+        if isinstance(target, cst.Subscript):
+            base = self.ev(target.value)
+            if base.kind in (Kind.TENSOR, Kind.NDARRAY):
+                self.emit(Write, stmt, target=base, target_node=target.value, op=f"[...] {op}", source=added)
+            return
+        before = self.ev(target)
+        key = dotted(target)
+        if before.kind in (Kind.TENSOR, Kind.NDARRAY):
+            self.emit(Write, stmt, target=before, target_node=target, op=op, source=added)
+            after = before.but(grad=self.grad_of(before, added) if before.kind is Kind.TENSOR else Tri.NO)
+        elif added.kind is Kind.TENSOR and before.kind is Kind.UNKNOWN and key in self.flow.params and not parameters.is_scalar(self, key):
+            # `points += noise` on an argument: a tensor or array is changed in place (a number
+            # would only be rebound, but numbers are not combined with tensors like this).
+            as_tensor = before.but(kind=Kind.TENSOR)
+            self.emit(Write, stmt, target=as_tensor, target_node=target, op=op, source=added)
+            after = as_tensor.but(grad=self.grad_of(as_tensor, added))
+        elif added.kind is Kind.TENSOR and before.kind in (Kind.SCALAR, Kind.UNKNOWN, Kind.NONE):
+            after = self.tensor(stmt, added, origin=f"`{key or code_of(target)}`")
+        elif before.kind is Kind.LIST and op == "+=":
+            self.emit(Store, stmt, container=key, container_value=before, value=added.element or added, how="extend", value_node=stmt.value)
+            after = before
+        else:
+            after = UNKNOWN if before.kind is Kind.UNKNOWN else before
+        if key and added.kind is Kind.TENSOR:
+            self.emit(Accumulate, stmt, name=key, value=added, value_node=stmt.value, before=before)
+        if key:
+            self.state[key] = after.but(fresh=False)

@@ -1,0 +1,135 @@
+"""Who else holds the memory an event touches, and whether they read it afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
+from review_copies.analysis.roots import overlaps
+from review_copies.analysis.syntax import dotted
+from review_copies.analysis.values import Kind, Value
+
+__all__ = ["AliasPair", "alias_pairs", "calls_with", "holders_before", "last_bind", "name_of", "overlaps", "reads_after", "writes_to"]
+
+
+def name_of(node: cst.CSTNode | None) -> str:
+    """The name a write or store goes through: `x`, `self.buf`, `x` of `x[i]`."""
+    if node is None:
+        return ""
+    if isinstance(node, cst.Subscript):
+        return name_of(node.value)
+    return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else ""
+
+
+def last_bind(flow: FunctionFlow, name: str, before: int) -> Bind | None:
+    found = None
+    for event in flow.events:
+        if event.index >= before:
+            break
+        if isinstance(event, Bind) and event.name == name:
+            found = event
+    return found
+
+
+def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], exclude: str) -> dict[str, Value]:
+    """Names other than `exclude` that hold (part of) `roots` when `event` runs."""
+    holders: dict[str, Value] = {}
+
+    def related(name: str) -> bool:
+        # `x` and `x.data` / `self.buf` and `self`: one object seen through an attribute.
+        return name == exclude or exclude.startswith(name + ".") or name.startswith(exclude + ".")
+
+    for name, value in flow.params.items():
+        if not related(name) and value.roots & roots:
+            holders[name] = value
+    for e in flow.events:
+        if e.index >= event.index:
+            break
+        if isinstance(e, Bind) and not related(e.name):
+            if e.value.roots & roots and e.value.kind in (Kind.TENSOR, Kind.NDARRAY):
+                holders[e.name] = e.value
+            else:
+                holders.pop(e.name, None)
+    return holders
+
+
+def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[str]) -> list[Use]:
+    """Reads of `name` that may run after `event` and still see those roots.
+
+    A read earlier in the loop body counts (it runs again on the next iteration) only when
+    nothing in the loop binds `name` anew: otherwise the next iteration reads a new value.
+    """
+    rebound_in = {loop for e in flow.events if isinstance(e, Bind) and e.name == name for loop in e.loops}
+    out = []
+    for u in flow.after(event):
+        if not (isinstance(u, Use) and u.name == name and u.value.roots & roots) or u.node is getattr(event, "target_node", None):
+            continue
+        if u.index < event.index and set(u.loops) & set(event.loops) & rebound_in:
+            continue
+        if u.index < event.index and _written_by(flow, u):
+            continue  # the target of another write, not a read of the values
+        out.append(u)
+    return out
+
+
+def _written_by(flow: FunctionFlow, use: Use) -> bool:
+    return any(isinstance(w, Write) and w.line == use.line and name_of(w.target_node) == use.name for w in flow.events)
+
+
+def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:
+    return (e for e in flow.of(Write) if overlaps(e.target.roots, roots))
+
+
+def calls_with(flow: FunctionFlow, name: str) -> Iterator[Call]:
+    """Calls of unknown functions that take `name` as an argument (they may change it)."""
+    for e in flow.of(Call):
+        if e.qualnames or e.method:
+            continue
+        for arg in e.call.args:
+            if name_of(arg.value) == name:
+                yield e
+
+
+@dataclass(frozen=True)
+class AliasPair:
+    """Two names that share storage when one of them is written in place."""
+
+    write: Write
+    writer: str
+    holder: str
+    holder_value: Value
+    reads: tuple[Use, ...]
+    writer_bind: Bind | None
+    holder_bind: Bind | None
+
+    @property
+    def writer_is_alias(self) -> bool:
+        """The name written through was made from the other one (not the other way round)."""
+        if self.writer_bind is None:
+            return False
+        return self.holder_bind is None or self.holder_bind.index < self.writer_bind.index
+
+
+def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
+    writer = name_of(write.target_node)
+    if not writer or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+        return []
+    pairs = []
+    for holder, value in holders_before(flow, write, write.target.roots, writer).items():
+        reads = reads_after(flow, write, holder, write.target.roots)
+        if not reads:
+            continue
+        pairs.append(
+            AliasPair(
+                write=write,
+                writer=writer,
+                holder=holder,
+                holder_value=value,
+                reads=tuple(reads),
+                writer_bind=last_bind(flow, writer, write.index),
+                holder_bind=last_bind(flow, holder, write.index),
+            )
+        )
+    return sorted(pairs, key=lambda p: p.holder)

@@ -1,0 +1,176 @@
+"""The callers of a function in its own file: what each call passes for a parameter, and
+whether the caller goes on reading what it passed. Call sites and later reads are computed
+once per file (`ParsedFile.once`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+from review_copies.analysis import roots
+from review_copies.analysis.events import FunctionFlow, Return
+from review_copies.analysis.parse import ParsedFile
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import call_method_name, names_in
+
+
+def returns_argument(flow: FunctionFlow, arg: str) -> bool:
+    """`x.add_(1); return x` or `return x.copy_(y)`: mutate-and-return, the caller rebinds what it gets back."""
+    own = roots.argument(arg)
+    for e in flow.of(Return):
+        values = e.value.items if e.value.items is not None else (e.value,)
+        # What is returned still holds the argument's memory (x, x.mul_(w), a view of x).
+        # `return x.long()` after writing into x: the caller gets the changed tensor back either way.
+        if any(own in v.roots and (v.via == "to" or (v.certain and not v.via)) for v in values):
+            return True
+    return False
+
+
+def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
+    """Each call of this function in the file, with what it passes for `arg`."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return []
+    params = [p.name.value for p in scope.node.params.params]
+    if scope.kind == "method" and params:
+        params = params[1:]
+    position = params.index(arg) if arg in params else None
+    out = []
+    for call in own_call_sites(flow):
+        value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
+        if value is None and position is not None:
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            value = positional[position] if position < len(positional) else None
+        out.append((call, value))
+    return out
+
+
+def callers_rebind(flow: FunctionFlow, arg: str) -> bool:
+    """Every call in the file passes a name for `arg` and rebinds that name to the result
+    (`ll, obj = _mask_pads(ll, obj)`): the original is dropped, its mutation unseen."""
+    sites = passed(flow, arg)
+    assigned = assigned_names(flow.file)
+    return bool(sites) and all(isinstance(value, cst.Name) and value.value in assigned.get(call, set()) for call, value in sites)
+
+
+def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
+    """Every call of this function in the file passes a new tensor for `arg` (`f(x * 2)`, `f(proj(x))`)."""
+    sites = passed(flow, arg)
+    return bool(sites) and all(isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) and not _aliasing_call(value) for _, value in sites)
+
+
+def _aliasing_call(expr: cst.BaseExpression) -> bool:
+    """`x.detach()`, `x.view(...)`, `x.to(d)`: a call that may hand over the same memory."""
+    name = call_method_name(expr) if isinstance(expr, cst.Call) else None
+    return bool(name) and (api.is_view_op(name) or name in api.MAYBE_SELF_METHODS or name in api.VIEW_METHODS or name in api.MAYBE_VIEW_METHODS)
+
+
+def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
+    """A call in this file passes a name for `arg` and keeps the result under another name
+    (`x = normalize(images)`, and `images` is used again): the caller treats the function as pure."""
+    assigned = assigned_names(flow.file)
+    later = read_later(flow.file)
+    return any(
+        isinstance(value, cst.Name) and call in assigned and value.value not in assigned[call] and value.value in later.get(call, ())
+        for call, value in passed(flow, arg)
+    )
+
+
+def own_call_sites(flow: FunctionFlow) -> list[cst.Call]:
+    """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method."""
+    scope = flow.scope
+    if scope is None:
+        return []
+    method = scope.kind == "method"
+    out = []
+    root = scope.class_node if method and scope.class_node is not None else flow.file.module
+    for call in call_sites(flow.file, root).get(scope.name, []):
+        func = call.func
+        if (method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or (not method and isinstance(func, cst.Name)):
+            out.append(call)
+    return out
+
+
+# ------------------------------------------------------------ per-file facts
+
+
+def call_sites(file: ParsedFile, root: cst.CSTNode) -> dict[str, list[cst.Call]]:
+    """Calls under `root` (the module, or a class for its methods), by the name called."""
+
+    def compute() -> dict[str, list[cst.Call]]:
+        found: dict[str, list[cst.Call]] = {}
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                key = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+                if key:
+                    found.setdefault(key, []).append(node)
+
+        root.visit(_Calls())
+        return found
+
+    return file.once(("call_sites", id(root)), compute)
+
+
+def assigned_names(file: ParsedFile) -> dict[cst.Call, set[str]]:
+    """For calls that are the value of an assignment: the names they are assigned to."""
+
+    def compute() -> dict[cst.Call, set[str]]:
+        found: dict[cst.Call, set[str]] = {}
+
+        class _Assigns(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                if isinstance(node.value, cst.Call):
+                    names: set[str] = set()
+                    for target in node.targets:
+                        t = target.target
+                        elements = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
+                        names |= {e.value for e in elements if isinstance(e, cst.Name)}
+                    found[node.value] = names
+
+        file.module.visit(_Assigns())
+        return found
+
+    return file.once("assigned_names", compute)
+
+
+def read_later(file: ParsedFile) -> dict[cst.Call, frozenset[str]]:
+    """For calls that are the value of an assignment: the names that the code after that
+    statement reads, in its own block, the blocks around it and (in a loop) the next
+    iteration, up to the enclosing function."""
+
+    def compute() -> dict[cst.Call, frozenset[str]]:
+        out: dict[cst.Call, frozenset[str]] = {}
+        _walk_block(file.module.body, frozenset(), out)
+        return out
+
+    return file.once("read_later", compute)
+
+
+def _walk_block(body: Sequence[cst.CSTNode], after: frozenset[str], out: dict[cst.Call, frozenset[str]]) -> None:
+    suffix: list[frozenset[str]] = [after] * (len(body) + 1)
+    for i in range(len(body) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] | names_in(body[i])
+    for i, stmt in enumerate(body):
+        later = suffix[i + 1]
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                    out[small.value] = later
+            continue
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            later = frozenset()
+        elif isinstance(stmt, (cst.For, cst.While)):
+            later = later | names_in(stmt)
+        for suite in _suites(stmt):
+            _walk_block(suite, later, out)
+
+
+def _suites(node: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
+    """The statement lists directly inside a compound statement (body, else, handlers...)."""
+    for child in node.children:
+        if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            yield child.body
+        elif not isinstance(child, cst.BaseStatement):
+            yield from _suites(child)

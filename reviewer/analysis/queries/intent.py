@@ -1,0 +1,61 @@
+"""What a function is for, as its name, signature and decorators say: helpers whose job is
+to write into their arguments, op implementations, writes that are the point of the code
+(an optimizer step, loading weights, `nn.init`). These decide when an in-place write is
+intended rather than a hazard; the name lists are in `analysis.guesses`."""
+
+from __future__ import annotations
+
+import libcst as cst
+from review_copies.analysis.events import FunctionFlow, Return, Write
+from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
+from review_copies.analysis.syntax import code_of
+from review_copies.analysis.values import Kind
+
+DELIBERATE_WRITE_OPS = ("optimizer.step()", "load_state_dict")
+
+
+def deliberate_write(write: Write) -> bool:
+    """Writes whose job is to change the tensor: optimizer steps, loading, nn.init."""
+    return write.op in DELIBERATE_WRITE_OPS or write.op.startswith("nn.init.")
+
+
+def is_mutating_function(flow: FunctionFlow) -> bool:
+    """Named to mutate: a trailing `_`, `init_*`, `reset_*`, `update_*`..."""
+    if flow.scope is None:
+        return False
+    name = flow.scope.name
+    if name.startswith("__") and name.endswith("__"):
+        return False  # __call__, __getitem__: dunders, not the trailing-underscore convention
+    return name.endswith("_") or name.startswith(MUTATING_FUNCTION_PREFIXES)
+
+
+def declares_mutation(flow: FunctionFlow) -> bool:
+    """The signature says the function writes: an `inplace` flag, an autograd `ctx`, a writer's name."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    names = [p.name.value for p in (*scope.node.params.params, *scope.node.params.kwonly_params)]
+    return any("inplace" in n for n in names) or (bool(names) and names[0] == "ctx") or bool(WRITER_NAME.search(scope.name))
+
+
+def registered_op(flow: FunctionFlow) -> bool:
+    """Implementations registered for an op (custom ops, library impls) mutate as their schema says."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    return any(any(w in code_of(d.decorator) for w in OP_REGISTRATION_WORDS) for d in scope.node.decorators)
+
+
+def state_like(name: str) -> bool:
+    """Parameters meant to be written: outputs, buffers, caches, running state."""
+    return name in OUTPUT_PARAMETER_NAMES or any(word in name.lower() for word in STATE_WORDS)
+
+
+def returns_something(flow: FunctionFlow) -> bool:
+    return any(e.value.kind is not Kind.NONE and e.value_node is not None for e in flow.of(Return))
+
+
+def restored(flow: FunctionFlow, write: Write) -> bool:
+    """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`."""
+    writes = [w for w in flow.of(Write) if w.target.roots & write.target.roots]
+    return len(writes) > 1 and any(w.op == ".copy_()" for w in writes)

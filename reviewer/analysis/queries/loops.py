@@ -1,0 +1,37 @@
+"""Loops: which one an event runs in, whether it is a training loop, what lives across it."""
+
+from __future__ import annotations
+
+import libcst as cst
+from review_copies.analysis.events import Backward, Bind, Event, FunctionFlow, Loop, Return, Use, Write
+from review_copies.analysis.guesses import TRAINING_ITERABLE
+from review_copies.analysis.syntax import code_of, names_in
+
+
+def loop_of(flow: FunctionFlow, event: Event) -> Loop | None:
+    return flow.loops.get(event.loops[-1]) if event.loops else None
+
+
+def outermost_loop(flow: FunctionFlow, event: Event) -> Loop | None:
+    return flow.loops.get(event.loops[0]) if event.loops else None
+
+
+def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
+    """A loop over training or evaluation steps: it backpropagates or steps an optimizer, or
+    iterates a data loader."""
+    for e in flow.events:
+        if loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")):
+            return True
+    node = loop.node
+    return isinstance(node, cst.For) and bool(TRAINING_ITERABLE.search(code_of(node.iter)))
+
+
+def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:
+    """Does `name` hold a value from before the loop (an accumulator, a list, self.x)?"""
+    if name in flow.params or name.startswith("self."):
+        return True
+    return any(isinstance(e, (Bind, Use)) and e.name == name and e.line < loop.start for e in flow.events)
+
+
+def returned(flow: FunctionFlow, name: str) -> bool:
+    return any(e.value_node is not None and name in names_in(e.value_node, attributes=True) for e in flow.of(Return))

@@ -1,0 +1,102 @@
+"""Storage identities ("roots"): what the analysis calls the memory a value may share.
+
+Two values that share a root may share memory. A root is a short string, and this module
+is the only place that builds or reads one, so its spelling is an implementation detail:
+
+| root                  | the memory of ...                                              |
+| --------------------- | -------------------------------------------------------------- |
+| `argument(x)`         | the caller's object passed as parameter `x`                    |
+| `entry(r, key)`       | one entry of a mapping `r` (`batch["image"]`)                  |
+| `member(r, attr)`     | an attribute of `r` (a submodule's parameter, `self.buf`)      |
+| `parameters(m)`       | the parameters of module `m` (a parameter, or a built module)  |
+| `unknown_optimizer(o)`| the parameters an optimizer argument `o` was built over        |
+| `gradients(r)`        | the `.grad` tensors of `r`                                     |
+| `ANY_PARAMS`          | any module's parameters (an optimizer step of unknown reach)   |
+| `ANY_GRAD`            | any parameter's gradient (`zero_grad(set_to_none=False)`)      |
+| `OPTIMIZER_STATE`     | an optimizer's moment buffers                                  |
+| `fresh(...)`          | a new tensor, list or dict made on one line                    |
+| `self.x` (dotted)     | an attribute of `self` first seen without a known value        |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+Root = str
+
+ANY_PARAMS: Root = "params:*"
+ANY_GRAD: Root = "grad:*"
+OPTIMIZER_STATE: Root = "optstate"
+SELF: Root = "self"
+
+
+def argument(name: str) -> Root:
+    return f"arg:{name}"
+
+
+def parameters(module: str) -> Root:
+    return f"params:{module}"
+
+
+def unknown_optimizer(name: str) -> Root:
+    return f"params:?{name}"
+
+
+def gradients(root: Root) -> Root:
+    return f"grad:{root}"
+
+
+def entry(root: Root, key: str) -> Root:
+    return f"{root}[{key}]"
+
+
+def member(root: Root, attr: str) -> Root:
+    return f"{root}.{attr}"
+
+
+def fresh(what: str, line: int, serial: int) -> Root:
+    return f"{what}@{line}:{serial}"
+
+
+def is_argument(root: Root, name: str) -> bool:
+    """The argument `name` itself, or one entry of it."""
+    return root == argument(name) or root.startswith(argument(name) + "[")
+
+
+def argument_name(root: Root) -> str | None:
+    return root[4:] if root.startswith("arg:") else None
+
+
+def is_parameters(root: Root) -> bool:
+    """Some module's parameters (named, unknown, or any)."""
+    return root.startswith("params")
+
+
+def is_unknown_optimizer(root: Root) -> bool:
+    return root.startswith("params:?")
+
+
+def in_module(root: Root, module: str) -> bool:
+    """A parameter of a submodule of module argument `module` (`params:model.fc.weight`)."""
+    return root.startswith(parameters(module) + ".")
+
+
+def is_gradient(root: Root) -> bool:
+    return root.startswith("grad:")
+
+
+def is_self_state(root: Root) -> bool:
+    """An attribute of `self` (`self.buf`)."""
+    return root.startswith("self.")
+
+
+def overlaps(a: Iterable[Root], b: Iterable[Root]) -> bool:
+    """May memory named by `a` be memory named by `b`?"""
+    left, right = set(a), set(b)
+    if left & right:
+        return True
+    # A write to "any module's parameters" (or gradients) reaches every such root.
+    for wildcard, reached in ((ANY_PARAMS, is_parameters), (ANY_GRAD, is_gradient)):
+        if (wildcard in left and any(reached(r) for r in right)) or (wildcard in right and any(reached(r) for r in left)):
+            return True
+    return False

@@ -1,0 +1,80 @@
+"""Calling a value rather than a known function: a module (`model(x)`, `self.fc(h)`), or a
+builtin (`len`, `list`, `sum`, `zip`...)."""
+
+from __future__ import annotations
+
+import libcst as cst
+from review_copies.analysis.context import Context
+from review_copies.analysis.events import Write
+from review_copies.analysis.semantics import api
+from review_copies.analysis.semantics.containers import element_of
+from review_copies.analysis.syntax import code_of, dotted, short_code
+from review_copies.analysis.values import NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+
+# How a value's origin begins when it is what another callable returned (a module call, the
+# step before in a pipeline): rules quote such an origin to say why a name is a tensor.
+OUTPUT_ORIGIN = "the output of"
+_SCALAR_BUILTINS = frozenset(("float", "int", "bool", "len", "str", "repr", "print", "isinstance", "hasattr", "round", "abs"))
+
+
+def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Value, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+    name = func.value if isinstance(func, cst.Name) else ""
+    first = args[0] if args else UNKNOWN
+    if callee.kind is Kind.MODULE or (callee.kind is Kind.UNKNOWN and dotted(func).startswith("self.") and cx.module_class):
+        return call_module(cx, node, func, callee, args)
+    if name in _SCALAR_BUILTINS and not (name == "abs" and first.kind is Kind.TENSOR):
+        return SCALAR if name != "print" else NONE
+    origin = f"`{short_code(node)}`"
+    if name in ("list", "tuple", "sorted", "reversed") and args:
+        element = first.element if first.element is not None else (first if first.kind is Kind.TENSOR else None)
+        if first.kind is Kind.TENSOR:
+            element = first.but(via=first.via or "view", fresh=False, leaf=False)
+        kind = first.kind if first.kind in (Kind.PARAMETER_LIST,) else Kind.LIST if name != "tuple" else Kind.TUPLE
+        return Value(kind=kind, grad=Tri.NO, element=element, roots=cx.new_root(node, "list"), fresh=True, via="shallow-copy", origin=origin)
+    if name == "dict" and args:
+        kind = Kind.STATE_DICT if first.kind is Kind.STATE_DICT else Kind.DICT
+        return Value(kind=kind, grad=Tri.NO, element=first.element, roots=cx.new_root(node, "dict"), fresh=True, via="shallow-copy", origin=origin)
+    if name == "enumerate" and args:
+        return Value(kind=Kind.LIST, element=Value(kind=Kind.TUPLE, items=(SCALAR, first.element or element_of(first, node.args[0].value))))
+    if name == "zip":
+        return Value(kind=Kind.LIST, element=Value(kind=Kind.TUPLE, items=tuple(a.element or UNKNOWN for a in args)))
+    if name == "range":
+        return Value(kind=Kind.LIST, element=SCALAR)
+    if name == "sum" and first.kind in (Kind.LIST, Kind.TUPLE) and first.element is not None and first.element.kind is Kind.TENSOR:
+        return cx.tensor(node, first.element, origin=origin)
+    if name in ("max", "min") and any(a.kind is Kind.TENSOR for a in args):
+        return cx.tensor(node, *args)
+    return UNKNOWN
+
+
+def call_module(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Value, args: tuple[Value, ...]) -> Value:
+    """`module(x)`: attached when the module owns parameters (in grad mode); what it saves for
+    backward joins the output's graph."""
+    first = args[0] if args else UNKNOWN
+    if callee.via == "inplace" and first.kind is Kind.TENSOR:
+        cx.emit(Write, node, target=first, target_node=node.args[0].value, op=f"{code_of(func)}(...) with inplace=True", source=None)
+        return first
+    # A known module owns parameters unless it is one of the parameterless ones.
+    has_params = (Tri.YES if callee.has_params is Tri.MAYBE else callee.has_params) if callee.kind is Kind.MODULE else Tri.MAYBE
+    if has_params is Tri.NO:
+        grad = cx.grad_of(*args)
+    elif cx.no_grad:
+        grad = Tri.NO
+    else:
+        grad = Tri.YES if has_params is Tri.YES else cx.grad_of(*args).either(Tri.MAYBE)
+    label = f"`{code_of(func)}`" + (f" ({callee.op})" if callee.op else "")
+    for arg in node.args:
+        if isinstance(arg.value, cst.Subscript) and dotted(arg.value.value):
+            cx.tensor_containers.add(dotted(arg.value.value))
+    saves = []
+    if callee.op in api.MODULE_SAVES_INPUT and first.kind is Kind.TENSOR and not cx.no_grad:
+        saves.append(cx.save(first, node, label, has_params is Tri.YES or first.attached))
+    if has_params is Tri.YES and not cx.no_grad and callee.roots:
+        # A module with parameters saves them for the gradient of its input.
+        saves.append(cx.save(Value(kind=Kind.TENSOR, roots=callee.roots), node, f"{label}'s parameters", True))
+    result = cx.tensor(node, *args, grad=grad, origin=f"{OUTPUT_ORIGIN} `{short_code(node)}`", saves=saves)
+    if callee.op in api.MODULE_SAVES_OUTPUT and result.grad is not Tri.NO:
+        result = cx.with_save(result, cx.save(result, node, label, result.attached))
+    if not callee.device.may_be_gpu:
+        return result
+    return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device)

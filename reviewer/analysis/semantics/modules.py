@@ -1,0 +1,102 @@
+"""nn.Module and optimizer methods: `state_dict()` and `parameters()` hand out the live
+tensors, `.to()` moves the module itself, `load_state_dict` and `optimizer.step()` write
+into parameters in place, `zero_grad(set_to_none=False)` into gradients."""
+
+from __future__ import annotations
+
+import libcst as cst
+from review_copies.analysis import roots
+from review_copies.analysis.context import Context
+from review_copies.analysis.events import Write
+from review_copies.analysis.semantics import api
+from review_copies.analysis.semantics.callables import call_value
+from review_copies.analysis.syntax import dotted, first_argument_false, keyword_is, short_code
+from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Device, Kind, Tri, Value
+
+# Methods of nn.Module that are not submodule calls even with arguments.
+PLAIN_OBJECT_METHODS = frozenset(("register_module", "add_module", "get_submodule", "get_parameter", "get_buffer", "to_empty", "type", "extra_repr", "zero_grad"))
+MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
+_MOVES = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"))
+
+
+def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+    origin = f"`{short_code(node)}`"
+    owned = recv.roots or cx.new_root(node, "params")
+    func = node.func
+    assert isinstance(func, cst.Attribute)
+    if method == "state_dict":
+        keep = keyword_is(node, "keep_vars", "True")
+        element = Value(kind=Kind.TENSOR, grad=Tri.YES if keep else Tri.NO, leaf=keep, device=recv.device, roots=owned, via="state_dict", origin=origin)
+        return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=owned, element=element, via="state_dict", origin=origin)
+    if method in ("parameters", "named_parameters"):
+        element = Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=recv.device, roots=owned, origin=origin)
+        if method == "named_parameters":
+            element = Value(kind=Kind.TUPLE, items=(OTHER, element), element=element)
+        return Value(kind=Kind.PARAMETER_LIST, grad=Tri.NO, roots=owned, element=element, origin=origin)
+    if method in ("buffers", "named_buffers"):
+        element = Value(kind=Kind.TENSOR, grad=Tri.NO, device=recv.device, roots=owned, origin=origin)
+        return Value(kind=Kind.PARAMETER_LIST, grad=Tri.NO, roots=owned, element=element, origin=origin)
+    if method in _MOVES:
+        return _move(cx, node, recv, method, args, kwargs)
+    if method == "zero_grad":
+        zero_grad(cx, node, func.value)
+        return NONE
+    if method == "load_state_dict":
+        cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
+        return UNKNOWN
+    own_method = dotted(func.value) == "self" and method in cx.class_methods
+    if method == "forward" or (not own_method and method not in MODULE_METHODS and method not in PLAIN_OBJECT_METHODS and (args or kwargs)):
+        # `model.encoder(x)`: a submodule is called like the module itself.
+        return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
+    if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):
+        name = node.args[0].value.evaluated_value
+        owner = dotted(func.value)
+        if owner and isinstance(name, str):
+            cx.state[f"{owner}.{name}"] = args[1].but(fresh=False, grad=Tri.NO)
+        return NONE
+    return UNKNOWN
+
+
+def _move(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+    """`model.to(device)`, `.cuda()`, `.eval()`: the module itself, now where it was moved."""
+    device = recv.device
+    if method == "cuda":
+        device = Device.CUDA
+    elif method == "cpu":
+        device = Device.CPU
+    elif method == "to" and args:
+        device = cx.device_of(args[0]) if args[0].kind in (Kind.DEVICE, Kind.UNKNOWN) else device
+    elif method == "to" and "device" in kwargs:
+        device = cx.device_of(kwargs["device"])
+    updated = recv.but(device=device)
+    key = dotted(node.func.value) if isinstance(node.func, cst.Attribute) else ""
+    if key and key in cx.state:
+        cx.state[key] = updated
+    return updated
+
+
+def call_optimizer_method(cx: Context, node: cst.Call, recv: Value, method: str) -> Value:
+    func = node.func
+    assert isinstance(func, cst.Attribute)
+    if method == "step":
+        # An optimizer whose parameters are unknown may update any module's parameters.
+        known = recv.roots and not any(roots.is_unknown_optimizer(r) for r in recv.roots)
+        written = (recv.roots if known else frozenset((roots.ANY_PARAMS,))) | {roots.OPTIMIZER_STATE}
+        cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=written, grad=Tri.YES, leaf=True), target_node=func.value, op="optimizer.step()", source=None)
+        return NONE
+    if method == "state_dict":
+        # References to the live moment buffers, which step() updates in place.
+        state = frozenset((roots.OPTIMIZER_STATE,))
+        element = Value(kind=Kind.TENSOR, grad=Tri.NO, roots=state, via="state_dict")
+        return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=state, element=element, via="state_dict", origin=f"`{short_code(node)}`")
+    if method == "zero_grad":
+        zero_grad(cx, node, func.value)
+        return NONE
+    return UNKNOWN
+
+
+def zero_grad(cx: Context, node: cst.Call, recv_node: cst.BaseExpression) -> None:
+    """`zero_grad(set_to_none=False)` zeroes the gradient tensors in place (the default
+    replaces them with None, leaving old references intact)."""
+    if first_argument_false(node, "set_to_none"):
+        cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=frozenset((roots.ANY_GRAD,)), grad=Tri.NO), target_node=recv_node, op="zero_grad(set_to_none=False)", source=None)

@@ -1,0 +1,128 @@
+"""Tensor methods: in-place writes (`add_`, `copy_`), views and maybe-views, `detach` and
+`clone`, conversions that return the same tensor when nothing changes (`.to`, `.cpu`,
+`.float`), `.numpy()`, and what autograd saves computing the rest."""
+
+from __future__ import annotations
+
+import libcst as cst
+from review_copies.analysis.context import Context
+from review_copies.analysis.events import Write
+from review_copies.analysis.semantics import api
+from review_copies.analysis.semantics.functions import saves_of
+from review_copies.analysis.syntax import first_argument_false, keyword_is, short_code, transposed
+from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+
+_NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"))
+
+
+def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], known: bool) -> Value:
+    """`recv.method(...)` where `recv` is a tensor (`known`) or used only the way tensors are."""
+    assert isinstance(node.func, cst.Attribute)
+    recv_node = node.func.value
+    origin = f"`{short_code(node)}`"
+    if method == "requires_grad_":
+        flag = not first_argument_false(node, "requires_grad")
+        updated = recv.but(grad=Tri.YES if flag else Tri.NO, leaf=flag)
+        cx.rebind(recv_node, updated)
+        return updated
+    if method == "detach_":
+        updated = recv.but(grad=Tri.NO, leaf=False)
+        cx.rebind(recv_node, updated)
+        return updated
+    if api.is_inplace_method(method) and method not in ("share_memory_", "retain_grad_"):
+        cx.emit(Write, node, target=recv, target_node=recv_node, op=f".{method}()", source=args[0] if args else None)
+        if not cx.no_grad and any(a.attached for a in args):
+            updated = recv.but(grad=Tri.YES, graph=recv.graph.union(*(a.graph for a in args)))
+            cx.rebind(recv_node, updated)
+            return updated
+        return recv.but(fresh=False)
+    if method == "copy_":
+        return recv
+    if method == "detach":
+        return recv.but(grad=Tri.NO, leaf=False, via="detach", fresh=False, certain=True, origin=origin)
+    if method == "clone":
+        return recv.but(roots=cx.new_root(node), fresh=True, leaf=False, via="", certain=True, origin=origin, line=cx.line(node))
+    if method in api.VIEW_METHODS:
+        return recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin)
+    if method in api.VIEW_TUPLE_METHODS:
+        return Value(kind=Kind.TUPLE, grad=Tri.NO, element=recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin))
+    if method == "contiguous" and not args and transposed(recv_node):
+        return cx.tensor(node, recv, origin=origin)  # a transposed view is never contiguous: this copies
+    if method in api.MAYBE_VIEW_METHODS:
+        return recv.but(via=recv.via or "reshape", certain=False, fresh=False, leaf=False, origin=origin)
+    if method in api.MAYBE_SELF_METHODS:
+        return _conversion(cx, node, recv, method, args, kwargs, origin)
+    if method == "numpy":
+        return Value(kind=Kind.NDARRAY, grad=Tri.NO, device=Device.CPU, roots=recv.roots, via="numpy", certain=not keyword_is(node, "force", "True"), origin=origin)
+    if method in api.SCALAR_METHODS:
+        return SCALAR
+    if method in _NEW_TENSORS:
+        return cx.tensor(node, recv, grad=Tri.NO if method.startswith("new_") else None, origin=origin)
+    returns = api.method_returns(method)
+    if method in api.INDEX_OPS:
+        return cx.tensor(node, recv, grad=Tri.NO, origin=origin).but(dtype="int64")
+    if api.is_view_op(method):
+        # May share memory with the receiver (broadcast_to, as_strided, _values...): never fresh.
+        return recv.but(via=recv.via or "view", certain=False, fresh=False, leaf=False, origin=origin)
+    if not known or returns == "unknown":
+        return UNKNOWN
+    if returns == "other":
+        return OTHER
+    saves = saves_of(cx, node, method, recv, args[0] if args else UNKNOWN)
+    result = cx.tensor(node, recv, *args, *kwargs.values(), origin=origin, saves=saves)
+    if returns == "tuple":
+        return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=cx.new_root(node, "list"), fresh=True)
+    if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
+        result = cx.with_save(result, cx.save(result, node, f"`.{method}()`", result.attached))
+    return result
+
+
+def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], origin: str) -> Value:
+    """`.to()`, `.cpu()`, `.float()`...: the same tensor when nothing changes, else a copy."""
+    target_device: Device | None = None
+    target_dtype: str | None = None
+    if method == "cpu":
+        target_device = Device.CPU
+    elif method == "cuda":
+        target_device = Device.CUDA
+    elif method in api.DTYPE_METHODS:
+        target_dtype = api.DTYPE_METHODS[method]
+    elif method == "to":
+        if keyword_is(node, "copy", "True"):
+            return cx.tensor(node, recv, origin=origin).but(device=recv.device)
+        for value in (*args, *(v for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
+            if value.kind is Kind.DEVICE:
+                target_device = value.device
+            elif value.dtype is not None and value.kind is Kind.OTHER:
+                target_dtype = value.dtype
+            elif value.kind is Kind.TENSOR:
+                target_device, target_dtype = value.device, value.dtype
+            elif value.kind is Kind.UNKNOWN:
+                target_device = Device.MAYBE_CUDA
+    same_device = target_device is None or (target_device is recv.device and target_device in (Device.CPU, Device.CUDA))
+    differs_device = target_device is not None and {target_device, recv.device} == {Device.CPU, Device.CUDA}
+    same_dtype = target_dtype is None or target_dtype == recv.dtype
+    differs_dtype = target_dtype is not None and recv.dtype is not None and target_dtype != recv.dtype
+    device = target_device if target_device is not None else recv.device
+    if device is Device.MAYBE_CUDA and recv.device is Device.CUDA:
+        device = Device.CUDA
+    dtype = target_dtype or recv.dtype
+    if differs_device or differs_dtype:
+        return cx.tensor(node, recv, origin=origin).but(device=device or Device.UNKNOWN, dtype=dtype)
+    return recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin)
+
+
+def maybe_self(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+    """`x.to(device)`, `x.cpu()`, `x.view(...)` on something unknown: whatever it is, the
+    result may be `x` itself (or share its memory), and it says where it lives."""
+    device = recv.device
+    if method == "cuda":
+        device = Device.CUDA
+    elif method == "cpu":
+        device = Device.CPU
+    elif method == "to":
+        for value in (*args, *(v for k, v in kwargs.items() if k == "device")):
+            if value.kind in (Kind.DEVICE, Kind.UNKNOWN, Kind.TENSOR):
+                device = cx.device_of(value)
+    via = "view" if method in api.VIEW_METHODS else "reshape" if method in api.MAYBE_VIEW_METHODS else "to"
+    return recv.but(device=device, via=recv.via or via, certain=via == "view" and recv.certain, fresh=False, leaf=False, origin=f"`{short_code(node)}`")

@@ -1,0 +1,126 @@
+"""Small questions about libcst nodes, asked in one way everywhere: the dotted name of an
+expression, the names in a node, a statement's blocks, a node's source text, the value of a
+keyword argument. Nothing here knows torch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+_EMPTY_MODULE = cst.Module(body=())
+
+
+def dotted(node: cst.CSTNode) -> str:
+    """`a.b.c` for a name or a chain of attributes on a name; "" for anything else (`f().x`)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
+def last(qualname: str) -> str:
+    """`torch.nn.Linear` -> `Linear`."""
+    return qualname.rsplit(".", 1)[-1]
+
+
+def names_in(node: cst.CSTNode, *, attributes: bool = False, into_lambdas: bool = True) -> frozenset[str]:
+    """Every name read or written in `node`; with `attributes`, also each dotted attribute
+    chain (`self.buf`, `x.data`). A lambda's body is a separate scope: `into_lambdas=False`
+    leaves it out."""
+    found: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            if attributes:
+                key = dotted(n)
+                if key:
+                    found.add(key)
+
+        def visit_Lambda(self, n: cst.Lambda) -> bool:
+            return into_lambdas
+
+    node.visit(_Collect())
+    return frozenset(found)
+
+
+def bound_names(target: cst.CSTNode) -> Iterator[str]:
+    """The names an assignment target binds: `a`, `a, (b, c)`, `self.x`."""
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for el in target.elements:
+            yield from bound_names(el.value)
+    elif isinstance(target, cst.Attribute):
+        key = dotted(target)
+        if key:
+            yield key
+
+
+def statement_bodies(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The statements directly inside a compound statement (all its blocks)."""
+    for child in node.children:
+        if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            yield from child.body
+        elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
+            yield from statement_bodies(child)
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """The node's source text, as libcst prints it."""
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+def short_code(node: cst.CSTNode, limit: int = 60) -> str:
+    """The node's source on one line, cut at `limit` characters: for messages."""
+    text = " ".join(code_of(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def keyword(node: cst.Call, name: str) -> cst.BaseExpression | None:
+    """The value passed as `name=...`, if any."""
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def keyword_is(node: cst.Call, name: str, literal: str) -> bool:
+    """`f(..., name=True)` with `literal` "True" (or "False", "None") written out."""
+    value = keyword(node, name)
+    return isinstance(value, cst.Name) and value.value == literal
+
+
+def first_argument_false(node: cst.Call, keyword_name: str) -> bool:
+    """`x.requires_grad_(False)` or `x.requires_grad_(requires_grad=False)`."""
+    if node.args and node.args[0].keyword is None and isinstance(node.args[0].value, cst.Name):
+        return node.args[0].value.value == "False"
+    return keyword_is(node, keyword_name, "False")
+
+
+def is_name(node: cst.CSTNode, *values: str) -> bool:
+    return isinstance(node, cst.Name) and node.value in values
+
+
+def call_method_name(node: cst.CSTNode) -> str | None:
+    """`recv.name(...)` -> "name"."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value
+    return None
+
+
+def receiver_of(node: cst.Call) -> cst.BaseExpression:
+    assert isinstance(node.func, cst.Attribute)
+    return node.func.value
+
+
+def transposed(node: cst.BaseExpression) -> bool:
+    """`x.t()`, `x.transpose(0, 1)`, `x.permute(1, 0)`, `x.T`: a view with swapped strides."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in ("t", "transpose", "permute", "mT", "swapaxes", "movedim") and (node.func.attr.value != "permute" or len(node.args) > 1)
+    return isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")

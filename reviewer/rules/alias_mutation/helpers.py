@@ -1,0 +1,82 @@
+"""What the alias-mutation rules share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+import libcst as cst
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
+from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind, Value
+from review_copies.model.findings import Category, Severity
+from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
+from review_copies.rules.base import Hit, Rule
+
+
+def read_lines(reads: tuple) -> str:
+    """`line 7` / `lines 7, 9, 12`: where a name is read again, for messages."""
+    lines = sorted({u.line for u in reads})
+    return f"line {lines[0]}" if len(lines) == 1 else f"lines {', '.join(map(str, lines[:3]))}"
+
+
+class WriteThroughAlias(Rule):
+    """Shared logic: a write through a name made from another, which is read afterwards."""
+
+    VIAS: ClassVar[frozenset[str]] = frozenset()
+    category = Category.ALIAS_MUTATION
+    severity = Severity.WARNING
+    probe = "alias, input-mutation"
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            if deliberate_write(write) or write.op == "out=" or saved_before(flow, write) is not None:
+                continue  # (out= writes into a chosen buffer on purpose; a saved tensor is RC201's)
+            for pair in alias_pairs(flow, write):
+                if pair.holder in flow.params:
+                    continue  # the caller's tensor: RC102
+                if pair.writer_bind is not None and pair.holder_bind is not None and pair.writer_bind.stmt is pair.holder_bind.stmt:
+                    continue  # `d = r = torch.zeros(n)`: one buffer under two names, on purpose
+                if pair.writer_is_alias:
+                    if write.target.via not in self.VIAS or not self.accepts(flow, pair, write.target):
+                        continue
+                    fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
+                    yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
+                    break
+                bind = pair.holder_bind
+                if bind is None or bind.expr is None or attribute_source(bind.expr) or pair.holder_value.via not in self.VIAS:
+                    continue  # module state kept by reference is a stale snapshot (RC155)
+                if not self.accepts(flow, pair, pair.holder_value):
+                    continue
+                yield Hit(write.node, self.reverse_message(pair), copy_at_binding(bind, pair.holder_value.kind is Kind.NDARRAY), anchors=(bind.node,))
+                break
+
+    def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
+        return alias.certain
+
+    def reverse_message(self, pair: AliasPair) -> str:
+        bind = pair.holder_bind
+        made = f"`{pair.holder} = {short_code(bind.expr)}` (line {bind.line})" if bind is not None and bind.expr is not None else f"`{pair.holder}`"
+        return (
+            f"{made} does not copy: `{write_text(pair.write)}` writes in place into that same memory through `{pair.writer}`, so "
+            f"`{pair.holder}` read at {read_lines(pair.reads)} sees the new values, not the ones it was meant to keep. Copy with `.clone()`."
+        )
+
+    def anchors(self, pair: AliasPair) -> tuple[cst.CSTNode, ...]:
+        return (pair.writer_bind.node,) if pair.writer_bind is not None else ()
+
+    def message(self, pair: AliasPair) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def bind_text(pair: AliasPair) -> str:
+        bind = pair.writer_bind
+        return f"`{pair.writer} = {short_code(bind.expr)}` (line {bind.line})" if bind is not None and bind.expr is not None else f"`{pair.writer}`"
+
+
+def write_text(write: Write) -> str:
+    """The statement that writes, for messages."""
+    return short_code(write.stmt or write.node)

@@ -1,0 +1,132 @@
+"""RC101 write-through-plain-alias."""
+
+from __future__ import annotations
+
+from review_copies.analysis.queries.aliasing import AliasPair
+from review_copies.rules.alias_mutation.helpers import WriteThroughAlias, read_lines, write_text
+from review_copies.rules.base import Invalid, Valid
+
+
+class WriteThroughPlainAlias(WriteThroughAlias):
+    """
+    ## What it does
+    Finds `b = a` followed by an in-place write through `b` (`b += 1`, `b.add_(...)`,
+    `b[i] = v`) while `a` is read again afterwards.
+
+    ## Why is this bad?
+    Assignment never copies a tensor: `b` and `a` are two names for one tensor, so the
+    write through `b` also changes what `a` holds. Code that reads `a` later silently sees
+    the modified values.
+
+    ## Example
+    ```python
+    def step(x):
+        y = x * 2
+        z = y
+        z += 1
+        return y, z        # y was changed too
+    ```
+
+    ## Use instead
+    ```python
+    def step(x):
+        y = x * 2
+        z = y.clone()
+        z += 1
+        return y, z
+    ```
+
+    ## Fix safety
+    The fix copies at the assignment (`.clone()`), so `a` keeps its values; the sandbox
+    checks that the written name computes the same values as before.
+    """
+
+    code = "RC101"
+    name = "write-through-plain-alias"
+    prefilter = ("=",)
+    VIAS = frozenset(("",))
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                a = torch.zeros(3)
+                b = a.clone()
+                b += 1
+                return a, b
+            """,
+            "b is a copy",
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                a = torch.zeros(3)
+                b = a
+                b += 1
+                return b
+            """,
+            "a is never read again",
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                a = torch.zeros(3)
+                a = a + 1
+                b = a
+                return a, b
+            """,
+            "no in-place write",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                a = torch.zeros(3)
+                b = a
+                b += 1
+                return a, b
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f():
+                a = torch.zeros(3)
+                b = a.clone()
+                b += 1
+                return a, b
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f(n: int):
+                total = torch.ones(n)
+                running = total
+                for i in range(n):
+                    running.mul_(0.5)
+                return total.sum(), running
+            """,
+            line=6,
+            fix="""
+            import torch
+            def f(n: int):
+                total = torch.ones(n)
+                running = total.clone()
+                for i in range(n):
+                    running.mul_(0.5)
+                return total.sum(), running
+            """,
+        ),
+    )
+
+    def message(self, pair: AliasPair) -> str:
+        return (
+            f"`{write_text(pair.write)}` writes in place through `{pair.writer}`, which is the same tensor as `{pair.holder}` "
+            f"({self.bind_text(pair)} copies nothing), so `{pair.holder}` changes too and is read again at {read_lines(pair.reads)}. "
+            f"Copy with `.clone()` if `{pair.holder}` must keep its values."
+        )

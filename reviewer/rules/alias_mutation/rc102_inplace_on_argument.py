@@ -1,0 +1,281 @@
+"""RC102 inplace-on-argument."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis import roots
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.aliasing import last_bind, name_of
+from review_copies.analysis.queries.callers import caller_keeps_argument, callers_rebind, fresh_at_every_call_site, returns_argument
+from review_copies.analysis.queries.intent import declares_mutation, deliberate_write, is_mutating_function, registered_op, restored, returns_something, state_like
+from review_copies.analysis.rewrite import out_of_place
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules._common import copy_at_binding
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class InplaceOnArgument(Rule):
+    """
+    ## What it does
+    Finds an in-place write into a tensor argument (or a view, `detach()` or `.data` of
+    it) in a function that returns a result, so the caller's tensor is changed as a side
+    effect.
+
+    ## Why is this bad?
+    The caller still owns the tensor it passed and usually reads it again: a normalised
+    batch, a model's input reused for a residual, a target used for a metric. Writing into
+    it changes the caller's data behind its back, and if autograd saved that tensor the
+    caller's `backward()` fails. Functions meant to mutate (named with a trailing `_`,
+    `init_*`, `reset_*`, `update_*`, writing into `out=`-style parameters, or doing it
+    under `torch.no_grad()`), functions that return the argument they changed, and
+    arguments every call in the file passes fresh are not reported. A module's `forward`
+    input is RC204's.
+
+    ## Example
+    ```python
+    def normalize(x: torch.Tensor) -> torch.Tensor:
+        x -= x.mean()
+        return x / x.std()
+    ```
+
+    ## Use instead
+    ```python
+    def normalize(x: torch.Tensor) -> torch.Tensor:
+        x = x - x.mean()
+        return x / x.std()
+    ```
+
+    ## Fix safety
+    The fix rebinds the local name to a new tensor (or copies where the alias is made),
+    so the function returns the same values and the caller's tensor is left alone.
+    """
+
+    code = "RC102"
+    name = "inplace-on-argument"
+    category = Category.ALIAS_MUTATION
+    severity = Severity.WARNING
+    prefilter = ("def ",)
+    probe = "input-mutation"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def normalize_(x: torch.Tensor) -> torch.Tensor:
+                x -= x.mean()
+                return x
+            """,
+            "the trailing underscore says it mutates",
+        ),
+        Valid(
+            """
+            import torch
+            def normalize(x: torch.Tensor) -> torch.Tensor:
+                x = x - x.mean()
+                return x / x.std()
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def sgd(params, lr: float) -> None:
+                with torch.no_grad():
+                    for p in params:
+                        p.sub_(lr * p.grad)
+            """,
+            "an update under no_grad that returns nothing",
+        ),
+        Valid(
+            """
+            import torch
+            def scatter(src: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+                out.copy_(src)
+                return out
+            """,
+            "an out= parameter",
+        ),
+        Valid(
+            """
+            import torch
+            def load_into(companion: torch.Tensor, saved: dict) -> bool:
+                companion.copy_(saved["weight"])
+                return True
+            """,
+            "copy_ into the argument itself: the caller hands over a destination to fill",
+        ),
+        Valid(
+            """
+            import torch
+            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+                coords -= heat.mean()
+                return coords
+            def predict(heat: torch.Tensor):
+                coords = heat.argmax(-1).float()
+                preds = refine(coords, heat)
+                return preds * 2
+            """,
+            "mutate-and-return, and the caller never reads what it passed again",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def export(model: nn.Module):
+                w = model.weight.data
+                w.mul_(127).round_()
+                return w.to(torch.int8)
+            def save(model: nn.Module, path: str):
+                q = export(model)
+                torch.save(q, path)
+            """,
+            "the model is not used after the export that consumed its weights",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def normalize(x: torch.Tensor) -> torch.Tensor:
+                x -= x.mean()
+                return x / x.std()
+            """,
+            line=3,
+            fix="""
+            import torch
+            def normalize(x: torch.Tensor) -> torch.Tensor:
+                x = x - x.mean()
+                return x / x.std()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def centered(x: torch.Tensor) -> torch.Tensor:
+                flat = x.view(-1)
+                flat -= flat.mean()
+                return flat
+            """,
+            line=4,
+            fix="""
+            import torch
+            def centered(x: torch.Tensor) -> torch.Tensor:
+                flat = x.view(-1).clone()
+                flat -= flat.mean()
+                return flat
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+                coords -= heat.mean()
+                return coords
+            def predict(heat: torch.Tensor):
+                coords = heat.argmax(-1).float()
+                preds = refine(coords, heat)
+                return preds - coords
+            """,
+            line=3,
+            fix="""
+            import torch
+            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+                coords = coords - heat.mean()
+                return coords
+            def predict(heat: torch.Tensor):
+                coords = heat.argmax(-1).float()
+                preds = refine(coords, heat)
+                return preds - coords
+            """,
+            note="the caller reads `coords` again after `refine` changed it",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            def export(model: nn.Module):
+                w = model.weight.data
+                w.mul_(127).round_()
+                return w.to(torch.int8)
+            def check(model: nn.Module, x: torch.Tensor):
+                q = export(model)
+                return q, model(x)
+            """,
+            line=5,
+            fix="""
+            import torch
+            from torch import nn
+            def export(model: nn.Module):
+                w = model.weight.data.clone()
+                w.mul_(127).round_()
+                return w.to(torch.int8)
+            def check(model: nn.Module, x: torch.Tensor):
+                q = export(model)
+                return q, model(x)
+            """,
+            note="`.data` is the live weight: `check` runs the model after `export` scaled it",
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or registered_op(flow) or declares_mutation(flow):
+            return
+        reported: set[str] = set()
+        for write in flow.of(Write):
+            if deliberate_write(write) or write.no_grad or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+                continue
+            if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
+                continue  # indexing that may copy (x[idx] with a tensor index)
+            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p))
+            if not owned:
+                yield from self._into_module(flow, write, reported)
+                continue
+            if owned[0] in reported:
+                continue
+            if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
+                continue  # mutate-and-return: callers rebind what they get back
+            if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]):
+                continue
+            arg = owned[0]
+            writer = name_of(write.target_node)
+            if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
+                continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
+            reported.add(arg)
+            bind = None if writer == arg else last_bind(flow, writer, write.index)
+            how = "" if writer == arg else f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
+            maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
+            where = f"`{flow.scope.name}`" if flow.scope else "this function"
+            message = (
+                f"`{short_code(write.stmt or write.node)}` writes in place into the argument `{arg}`{how}{maybe}: the caller's tensor "
+                f"is changed behind its back while {where} also returns a result. Work on a copy or use the out-of-place op."
+            )
+            fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
+            yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
+
+    def _into_module(self, flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:
+        """A name bound to a parameter of a module argument (`w = model.fc.weight.data`) and
+        written in place, while a caller in this file goes on using that module after taking
+        the result: the function reads as if it worked on a copy, and the model is changed."""
+        if write.target.via not in ("data", "detach", "") or not write.target.certain:
+            return
+        owners = sorted(
+            p for p in flow.params if flow.params[p].kind is Kind.MODULE and any(roots.in_module(r, p) for r in write.target.roots)
+        )
+        if not owners or owners[0] in reported or not caller_keeps_argument(flow, owners[0]):
+            return
+        writer = name_of(write.target_node)
+        bind = last_bind(flow, writer, write.index) if writer else None
+        if bind is None or bind.expr is None:
+            return  # `model.fc.weight.data.mul_(2)` says what it does; only an alias reads like a copy
+        module = owners[0]
+        reported.add(module)
+        where = f"`{flow.scope.name}`" if flow.scope else "this function"
+        message = (
+            f"`{short_code(write.stmt or write.node)}` writes in place into a parameter of the argument `{module}` "
+            f"(`{writer}` shares its memory: {short_code(bind.expr)}): the caller's model is changed while {where} "
+            f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
+        )
+        yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))

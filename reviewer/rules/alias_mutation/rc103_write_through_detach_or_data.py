@@ -1,0 +1,116 @@
+"""RC103 write-through-detach-or-data."""
+
+from __future__ import annotations
+
+from review_copies.analysis.queries.aliasing import AliasPair
+from review_copies.rules.alias_mutation.helpers import WriteThroughAlias, read_lines, write_text
+from review_copies.rules.base import Invalid, Valid
+
+
+class WriteThroughDetachOrData(WriteThroughAlias):
+    """
+    ## What it does
+    Finds an in-place write through the result of `.detach()` or `.data` while the
+    original tensor is read again afterwards.
+
+    ## Why is this bad?
+    `detach()` and `.data` cut the autograd graph, they do not copy: the result shares
+    memory with the original (and, for `detach()`, its version counter). Writing into it
+    changes the original under every other name that reads it.
+
+    ## Example
+    ```python
+    def clipped(w: torch.Tensor):
+        v = w.detach()
+        v.clamp_(max=1.0)
+        return w.sum() + v.sum()     # w was clamped too
+    ```
+
+    ## Use instead
+    ```python
+    def clipped(w: torch.Tensor):
+        v = w.detach().clone()
+        v.clamp_(max=1.0)
+        return w.sum() + v.sum()
+    ```
+
+    ## Fix safety
+    The fix copies at the assignment; the original then keeps its values.
+    """
+
+    code = "RC103"
+    name = "write-through-detach-or-data"
+    prefilter = ("detach", ".data")
+    VIAS = frozenset(("detach", "data"))
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                v = w.detach().clone()
+                v.zero_()
+                return w, v
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                v = w.detach()
+                v.zero_()
+                return v
+            """,
+            "the original is not read again",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                v = w.detach()
+                v.clamp_(max=1.0)
+                return w.sum() + v.sum()
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                v = w.detach().clone()
+                v.clamp_(max=1.0)
+                return w.sum() + v.sum()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f():
+                h = torch.ones(4) * 3
+                raw = h.data
+                raw[0] = 0
+                return h.mean(), raw
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f():
+                h = torch.ones(4) * 3
+                raw = h.data.clone()
+                raw[0] = 0
+                return h.mean(), raw
+            """,
+        ),
+    )
+
+    def message(self, pair: AliasPair) -> str:
+        how = "`.detach()`" if pair.write.target.via == "detach" else "`.data`"
+        return (
+            f"`{write_text(pair.write)}` writes in place into {self.bind_text(pair)}, and {how} does not copy: it shares memory "
+            f"with `{pair.holder}`, which therefore changes too and is read again at {read_lines(pair.reads)}. "
+            f"Use `.detach().clone()` for an independent copy."
+        )

@@ -1,0 +1,122 @@
+"""RC106 write-through-conversion-self."""
+
+from __future__ import annotations
+
+from review_copies.analysis.events import FunctionFlow
+from review_copies.analysis.queries.aliasing import AliasPair
+from review_copies.analysis.values import Value
+from review_copies.rules.alias_mutation.helpers import WriteThroughAlias, read_lines, write_text
+from review_copies.rules.base import Invalid, Valid
+
+
+class WriteThroughConversionSelf(WriteThroughAlias):
+    """
+    ## What it does
+    Finds an in-place write through the result of `.to(...)`, `.cpu()`, `.cuda()`,
+    `.float()`, `.contiguous()`, `.reshape()`... while the original is read again.
+
+    ## Why is this bad?
+    These calls return the tensor itself when nothing needs to change (`x.float()` of a
+    float32 tensor, `x.cpu()` of a CPU tensor, `x.contiguous()` of a contiguous one,
+    `x.reshape(-1)` when the strides allow a view). The write then changes the original,
+    on some inputs and devices but not others, which makes the bug hard to see.
+
+    ## Example
+    ```python
+    def scaled(x: torch.Tensor):
+        y = x.float()
+        y.mul_(2)                # changes x when x is already float32
+        return x, y
+    ```
+
+    ## Use instead
+    ```python
+    def scaled(x: torch.Tensor):
+        y = x.to(torch.float32, copy=True)
+        y.mul_(2)
+        return x, y
+    ```
+
+    ## Fix safety
+    The fix always copies (`copy=True`, or `.clone()`), so the original keeps its values
+    whatever its dtype, device or layout.
+    """
+
+    code = "RC106"
+    name = "write-through-conversion-self"
+    prefilter = (".to(", "cpu(", "cuda(", "float(", "double(", "half(", "contiguous(", "reshape(", "flatten(", "type(")
+    VIAS = frozenset(("to", "reshape"))
+    probe = "alias, input-mutation"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                x = torch.zeros(3, dtype=torch.int64)
+                y = x.float()
+                y.mul_(2)
+                return x, y
+            """,
+            "an int64 tensor: .float() copies",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                y = x.to(torch.float32, copy=True)
+                y.mul_(2)
+                return x, y
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                x = torch.zeros(3)
+                y = x.float()
+                y.mul_(2)
+                return x, y
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f():
+                x = torch.zeros(3)
+                y = x.float().clone()
+                y.mul_(2)
+                return x, y
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f(device):
+                x = torch.ones(3)
+                y = x.to(device)
+                y += 1
+                return x.sum(), y
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f(device):
+                x = torch.ones(3)
+                y = x.to(device, copy=True)
+                y += 1
+                return x.sum(), y
+            """,
+        ),
+    )
+
+    def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
+        return True  # aliasing is possible, not certain: the message says when
+
+    def message(self, pair: AliasPair) -> str:
+        return (
+            f"`{write_text(pair.write)}` writes in place into {self.bind_text(pair)}, which returns `{pair.holder}` itself "
+            "whenever dtype, device and layout already match (no copy is made), so the write can change "
+            f"`{pair.holder}`, which is read again at {read_lines(pair.reads)}. Copy explicitly (`copy=True` or `.clone()`)."
+        )

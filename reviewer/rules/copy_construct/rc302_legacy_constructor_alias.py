@@ -1,0 +1,125 @@
+"""RC302 legacy-constructor-alias."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.rewrite import chain
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import code_of
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class LegacyConstructorAlias(Rule):
+    """
+    ## What it does
+    Finds the legacy constructors `torch.Tensor(t)`, `torch.FloatTensor(t)`,
+    `torch.LongTensor(t)`... applied to something that already is a tensor.
+
+    ## Why is this bad?
+    They read like a copy but are not one: for a tensor argument of the right type they
+    return an alias of `t` (torch 2.13: `AliasBackward0`) that shares its memory, its
+    version counter and its graph, so an in-place write through either name changes
+    both; for any other dtype they raise a `TypeError`. Code that meant a snapshot keeps
+    a reference.
+
+    ## Example
+    ```python
+    def keep(x: torch.Tensor):
+        saved = torch.Tensor(x)
+        x.add_(1)          # saved changes too
+        return saved
+    ```
+
+    ## Use instead
+    ```python
+    def keep(x: torch.Tensor):
+        saved = x.detach().clone()
+        x.add_(1)
+        return saved
+    ```
+    or use `x` itself when sharing is intended.
+
+    ## Fix safety
+    The fix turns an alias into a copy: values are equal when it runs, later writes no
+    longer show through, and the copy is no longer attached to the graph. That is what
+    the code reads as, but the sandbox confirms it before the fix is offered.
+    """
+
+    code = "RC302"
+    name = "legacy-constructor-alias"
+    category = Category.COPY_CONSTRUCT
+    severity = Severity.WARNING
+    prefilter = ("Tensor",)
+    probe = "alias, raises"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                return torch.Tensor(2, 3)
+            """,
+            "sizes, not a tensor",
+        ),
+        Valid(
+            """
+            import torch
+            def f(values: list[float]):
+                return torch.FloatTensor(values)
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def keep(x: torch.Tensor):
+                saved = torch.Tensor(x)
+                x.add_(1)
+                return saved
+            """,
+            line=3,
+            fix="""
+            import torch
+            def keep(x: torch.Tensor):
+                saved = x.detach().clone()
+                x.add_(1)
+                return saved
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.zeros(3)
+                return torch.FloatTensor(w)
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f():
+                w = torch.zeros(3)
+                return w.detach().clone()
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            if not event.is_any(api.LEGACY_CONSTRUCTORS) or len(event.call.args) != 1:
+                continue
+            arg = event.call.args[0]
+            if arg.keyword is not None or arg.star or not event.args or not event.args[0].is_tensor:
+                continue
+            ctor = next(q for q in event.qualnames if q in api.LEGACY_CONSTRUCTORS).replace("torch.", "", 1)
+            what = code_of(arg.value)
+            message = (
+                f"`torch.{ctor}({what})` does not copy: it returns an alias of `{what}` that shares "
+                f"its memory, version counter and graph, so in-place writes through either name "
+                f"change both (and a different dtype raises TypeError). Use `{what}.detach().clone()` "
+                f"for a copy, or `{what}` itself if sharing is meant."
+            )
+            yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))

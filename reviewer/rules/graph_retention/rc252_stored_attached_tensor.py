@@ -1,0 +1,155 @@
+"""RC252 stored-attached-tensor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis.events import Backward, FunctionFlow, Store
+from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.graph_retention.helpers import detached
+
+
+class StoredAttachedTensor(Rule):
+    """
+    ## What it does
+    Finds a tensor attached to the graph (a loss, a model output) stored in a list, a
+    dict or an attribute that outlives the loop iteration (`losses.append(loss)`,
+    `history["loss"] = loss`, `self.outputs.append(out)`), without `.detach()` or
+    `.item()`.
+
+    ## Why is this bad?
+    The container keeps each iteration's whole graph alive: memory grows with every step
+    until the container is dropped, and a long run ends in an out-of-memory error.
+
+    ## Example
+    ```python
+    losses = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    ```
+
+    ## Use instead
+    ```python
+        losses.append(loss.item())      # or loss.detach()
+    ```
+
+    ## Fix safety
+    Safe: `.detach()` stores the same values; only the graph is let go. Lists that are
+    summed and backpropagated afterwards are not reported.
+    """
+
+    code = "RC252"
+    name = "stored-attached-tensor"
+    category = Category.GRAPH_RETENTION
+    severity = Severity.WARNING
+    prefilter = ("append", "[", "self.", "extend", "insert")
+    probe = "retention"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def train(model, loader, optimizer):
+                losses = []
+                for x, y in loader:
+                    loss = (model(x) - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    losses.append(loss.item())
+                return losses
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def multi_loss(model, batches):
+                losses = []
+                for x, y in batches:
+                    losses.append((model(x) - y).pow(2).mean())
+                torch.stack(losses).sum().backward()
+            """,
+            "kept to be backpropagated together",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def train(model, loader, optimizer):
+                losses = []
+                for x, y in loader:
+                    loss = (model(x) - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    losses.append(loss)
+                return losses
+            """,
+            line=8,
+            fix="""
+            import torch
+            def train(model, loader, optimizer):
+                losses = []
+                for x, y in loader:
+                    loss = (model(x) - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    losses.append(loss.detach())
+                return losses
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def train(model, loader, optimizer, log: dict):
+                for step, (x, y) in enumerate(loader):
+                    out = model(x)
+                    loss = (out - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    log[step] = loss
+            """,
+            line=8,
+            fix="""
+            import torch
+            def train(model, loader, optimizer, log: dict):
+                for step, (x, y) in enumerate(loader):
+                    out = model(x)
+                    loss = (out - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    log[step] = loss.detach()
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for store in flow.of(Store):
+            if store.how not in ("append", "insert", "extend", "setitem", "add") or store.no_grad or not store.value.attached:
+                continue
+            if store.value.kind is not Kind.TENSOR or store.value_node is None or store.value.leaf:
+                continue
+            loop = loop_of(flow, store)
+            container = store.container
+            # Growing a list on self keeps every call's graph; a keyed cache on self does not grow.
+            persistent = container.startswith("self.") and store.how in ("append", "extend", "insert")
+            if loop is None and not persistent:
+                continue
+            outer = outermost_loop(flow, store) or loop
+            if loop is not None and not persistent and not (training_loop(flow, outer) and bound_outside(flow, container, loop)):
+                continue
+            if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
+                continue
+            what = short_code(store.value_node)
+            where = f"on every iteration of the loop at line {loop.start}" if loop is not None else "on every call"
+            message = (
+                f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps its "
+                f"step's whole graph alive, so memory grows step after step. Store `{what}.detach()` (or `.item()` for a number)."
+            )
+            yield Hit(store.node, message, (store.value_node, detached(store.value_node)))

@@ -1,0 +1,1 @@
+"""inplace-autograd: an in-place op breaks or silently corrupts autograd."""

@@ -1,0 +1,191 @@
+"""RC201 inplace-on-saved-tensor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.rewrite import out_of_place
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import short_code
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class InplaceOnSavedTensor(Rule):
+    """
+    ## What it does
+    Finds an in-place op (`+=`, `.mul_()`, `x[i] = v`, `inplace=True`) on a tensor that
+    autograd saved for the backward pass: the output of `sigmoid`, `tanh`, `exp`,
+    `relu`, `softmax`...; an input of `mul`, `matmul`, `pow`, `log`, a `Linear` or a
+    norm layer.
+
+    ## Why is this bad?
+    Backward needs the saved values. After the in-place write their version counter has
+    moved, so `loss.backward()` raises "one of the variables needed for gradient
+    computation has been modified by an inplace operation" — often far from the line
+    that caused it, and only in training, not in inference.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        h = torch.sigmoid(self.body(x))
+        h += 0.1
+        return self.head(h)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        h = torch.sigmoid(self.body(x))
+        h = h + 0.1
+        return self.head(h)
+    ```
+
+    ## Fix safety
+    Safe: the out-of-place op computes the same values into a new tensor and leaves the
+    saved one intact; gradients come out as autograd intends.
+    """
+
+    code = "RC201"
+    name = "inplace-on-saved-tensor"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = ("_(", "=", "inplace")
+    probe = "backward"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f():
+                a = torch.randn(3, requires_grad=True)
+                y = a + 1
+                y.mul_(2)
+                y.sum().backward()
+                return a.grad
+            """,
+            "add saves nothing: the in-place op is fine",
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y = y + 1
+                y.sum().backward()
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y.sum().backward()
+                y += 1
+                return y
+            """,
+            "after backward the saved tensor is no longer needed",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                with torch.no_grad():
+                    y = torch.exp(x)
+                    y += 1
+                return y
+            """,
+            "nothing is saved under no_grad",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y += 1
+                y.sum().backward()
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                y = torch.sigmoid(w)
+                y = y + 1
+                y.sum().backward()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                def forward(self, x):
+                    h = self.body(x).exp()
+                    h.clamp_(max=10.0)
+                    return h
+            """,
+            line=9,
+            fix="""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(4, 4)
+                def forward(self, x):
+                    h = self.body(x).exp()
+                    h = h.clamp(max=10.0)
+                    return h
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                x = torch.ones(3)
+                y = x * w
+                x.add_(1)
+                y.sum().backward()
+            """,
+            line=6,
+            fix="""
+            import torch
+            def f():
+                w = torch.randn(3, requires_grad=True)
+                x = torch.ones(3)
+                y = x * w
+                x = x.add(1)
+                y.sum().backward()
+            """,
+            note="x * w saves x to compute w's gradient",
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            if (deliberate_write(write) and write.op != "optimizer.step()") or write.target.via == "data":
+                continue
+            saved = saved_before(flow, write)
+            if saved is None:
+                continue
+            what = short_code(write.stmt or write.node)
+            message = (
+                f"`{what}` modifies in place a tensor that autograd saved at line {saved.line} to compute the gradient of "
+                f"{saved.op}; the backward pass will raise \"one of the variables needed for gradient computation has been "
+                "modified by an inplace operation\". Use the out-of-place op."
+            )
+            anchors = (saved.node,) if saved.node is not None else ()
+            yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"), anchors=anchors)

@@ -1,0 +1,151 @@
+"""RC202 inplace-on-leaf-requiring-grad."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.rewrite import no_grad_block
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Tri
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class InplaceOnLeafRequiringGrad(Rule):
+    """
+    ## What it does
+    Finds an in-place op on a leaf tensor that requires grad (a parameter, or a tensor
+    made with `requires_grad=True`) outside `torch.no_grad()`.
+
+    ## Why is this bad?
+    Autograd refuses it: "a leaf Variable that requires grad is being used in an
+    in-place operation." The usual intent — a manual update, a clamp, a re-init of the
+    weights — must run without recording.
+
+    ## Example
+    ```python
+    w = torch.randn(3, requires_grad=True)
+    loss = (w * x).sum()
+    loss.backward()
+    w.sub_(0.1 * w.grad)
+    ```
+
+    ## Use instead
+    ```python
+    with torch.no_grad():
+        w.sub_(0.1 * w.grad)
+    ```
+
+    ## Fix safety
+    Safe: the same update under `torch.no_grad()`; `w` stays a leaf that requires grad.
+    """
+
+    code = "RC202"
+    name = "inplace-on-leaf-requiring-grad"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = ("_(", "=")
+    probe = "leaf-inplace"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                (w * x).sum().backward()
+                with torch.no_grad():
+                    w.sub_(0.1 * w.grad)
+                return w
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                w = torch.randn(3)
+                w.add_(1)
+                return w
+            """,
+            "does not require grad",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def f(model: nn.Module):
+                for p in model.parameters():
+                    p.data.mul_(0.5)
+            """,
+            ".data is not tracked (and not a leaf error)",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                (w * x).sum().backward()
+                w.sub_(0.1 * w.grad)
+                return w
+            """,
+            line=5,
+            fix="""
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                (w * x).sum().backward()
+                with torch.no_grad():
+                    w.sub_(0.1 * w.grad)
+                return w
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            def shrink(model: nn.Module):
+                for p in model.parameters():
+                    p.mul_(0.9)
+            """,
+            line=5,
+            fix="""
+            import torch
+            from torch import nn
+            def shrink(model: nn.Module):
+                for p in model.parameters():
+                    with torch.no_grad():
+                        p.mul_(0.9)
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        torch_name = flow.file.imports.module_alias("torch")
+        reported: set[tuple[frozenset[str], tuple[int, ...]]] = set()
+        for write in flow.of(Write):
+            target = write.target
+            if write.no_grad or deliberate_write(write) or not target.leaf or target.grad is not Tri.YES or target.via:
+                continue
+            key = (target.roots, write.loops)
+            if key in reported:
+                continue  # the first failing write is the one to fix; the next would not run
+            reported.add(key)
+            what = short_code(write.stmt or write.node)
+            message = (
+                f"`{what}` modifies in place `{short_code(write.target_node)}`, a leaf tensor that requires grad; autograd raises "
+                "\"a leaf Variable that requires grad is being used in an in-place operation\". Run the update under "
+                "`torch.no_grad()`."
+            )
+            yield Hit(write.node, message, self._fix(write, torch_name))
+
+    @staticmethod
+    def _fix(write: Write, torch_name: str | None) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+        line = write.line_node
+        if torch_name is None or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        return line, no_grad_block(line, torch_name)

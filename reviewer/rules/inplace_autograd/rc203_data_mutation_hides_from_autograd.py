@@ -1,0 +1,92 @@
+"""RC203 data-mutation-hides-from-autograd."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.syntax import short_code
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class DataMutationHidesFromAutograd(Rule):
+    """
+    ## What it does
+    Finds an in-place write through `.data` into a tensor that autograd saved for the
+    backward pass.
+
+    ## Why is this bad?
+    `.data` has its own version counter, so autograd does not notice the write: backward
+    runs without error and uses the modified values, and the gradients are silently
+    wrong (torch 2.13: `h = x.exp(); h.data.clamp_(max=1)` gives `x.grad` of
+    `[1.0, 0.37, 1.0]` where `[0.0, 0.37, 0.0]` is right).
+
+    ## Example
+    ```python
+    h = x.exp()
+    h.data.clamp_(max=1.0)
+    h.sum().backward()
+    ```
+
+    ## Use instead
+    ```python
+    h = x.exp().clamp(max=1.0)       # the clamp is part of the graph
+    h.sum().backward()
+    ```
+    or, if the values must change without autograd knowing, do it on a tensor nothing
+    saved (`torch.no_grad()` on a copy).
+
+    ## Fix safety
+    No automatic fix: whether the change should be differentiated depends on intent.
+    """
+
+    code = "RC203"
+    name = "data-mutation-hides-from-autograd"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.ERROR
+    prefilter = (".data",)
+    probe = "silent-grad"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def f(model: nn.Module):
+                for p in model.parameters():
+                    p.data.mul_(0.5)
+            """,
+            "nothing was saved: a (dated but harmless) weight update",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                x = torch.randn(3, requires_grad=True)
+                h = x.exp()
+                h.data.clamp_(max=1.0)
+                h.sum().backward()
+                return x.grad
+            """,
+            line=5,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            if write.target.via != "data" or deliberate_write(write):
+                continue
+            saved = saved_before(flow, write)
+            if saved is None:
+                continue
+            message = (
+                f"`{short_code(write.stmt or write.node)}` changes through `.data` a tensor autograd saved at line {saved.line} for the "
+                f"gradient of {saved.op}. `.data` bypasses the version check, so backward runs on the modified values and the "
+                "gradients are silently wrong. Make the change part of the graph (an out-of-place op), or apply it where nothing saved the tensor."
+            )
+            yield Hit(write.node, message)

@@ -1,0 +1,131 @@
+"""RC204 inplace-on-forward-input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis import roots
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.callers import returns_argument
+from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.rewrite import out_of_place
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class InplaceOnForwardInput(Rule):
+    """
+    ## What it does
+    Finds an `nn.Module.forward` that returns its own input modified in place
+    (`return x.mul_(s)`, `x += self.bias; return x`) outside `torch.no_grad()`.
+
+    ## Why is this bad?
+    The input is the previous layer's output, which that layer has often saved for its
+    backward (`tanh`, `sigmoid`, `softmax`, `relu` keep their output; norms and linears keep
+    their input). Writing into it in place makes `loss.backward()` raise "one of the
+    variables needed for gradient computation has been modified by an inplace operation"
+    as soon as the module is put after such a layer, and it changes the caller's tensor.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        return x.mul_(self.scale)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        return x * self.scale
+    ```
+
+    ## Fix safety
+    Safe: the out-of-place op computes the same values into a new tensor.
+    """
+
+    code = "RC204"
+    name = "inplace-on-forward-input"
+    category = Category.INPLACE_AUTOGRAD
+    severity = Severity.WARNING
+    prefilter = ("forward",)
+    probe = "backward, input-mutation"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = nn.Parameter(torch.ones(4))
+                def forward(self, x):
+                    return x * self.scale
+            """
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.bn = nn.BatchNorm1d(4)
+                def forward(self, x):
+                    out = self.bn(self.fc(x))
+                    out += x
+                    return out.relu()
+            """,
+            "the residual add writes into the block's own tensor, not its input",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = nn.Parameter(torch.ones(4))
+                def forward(self, x):
+                    x += self.scale
+                    return x
+            """,
+            line=8,
+            fix="""
+            import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.scale = nn.Parameter(torch.ones(4))
+                def forward(self, x):
+                    x = x + self.scale
+                    return x
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        if not flow.is_forward:
+            return
+        inputs = {roots.argument(p) for p, v in flow.params.items() if v.kind is Kind.TENSOR}
+        for write in flow.of(Write):
+            if write.no_grad or deliberate_write(write) or not write.target.roots & inputs or not write.target.certain:
+                continue
+            if write.op.startswith("[...]") or saved_before(flow, write) is not None:
+                continue  # masking entries is common and mostly harmless; a saved tensor is RC201's
+            arg = sorted(r[4:] for r in write.target.roots & inputs)[0]
+            if not returns_argument(flow, arg):
+                continue  # the module's output is something else: the write is a local detail
+            message = (
+                f"`{short_code(write.stmt or write.node)}` writes in place into `{arg}`, the input of `forward`: the layer before "
+                "this module has often saved that tensor for backward (tanh, sigmoid, softmax and relu keep their output), so "
+                "training raises \"modified by an inplace operation\", and the caller's tensor changes too. Use the out-of-place op."
+            )
+            yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"))

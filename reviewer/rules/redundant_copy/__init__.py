@@ -1,0 +1,1 @@
+"""redundant-copy: a copy that buys nothing and costs memory or time."""

@@ -1,0 +1,131 @@
+"""RC341 clone-of-temporary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class CloneOfTemporary(Rule):
+    """
+    ## What it does
+    Finds `.clone()` applied to a tensor that was just created and that nothing else
+    refers to: `(a + b).clone()`, `torch.cat(xs).clone()`, `x.to_dense().clone()`.
+
+    ## Why is this bad?
+    The temporary is already a new tensor with its own memory; cloning it allocates and
+    copies a second time and frees the first. It costs time and peak memory and changes
+    nothing.
+
+    ## Example
+    ```python
+    merged = torch.cat(chunks).clone()
+    ```
+
+    ## Use instead
+    ```python
+    merged = torch.cat(chunks)
+    ```
+
+    ## Fix safety
+    Safe: the values, dtype, device, layout and gradient flow are the same.
+    """
+
+    code = "RC341"
+    name = "clone-of-temporary"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("clone(",)
+    probe = "copy-bytes"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x.clone()
+            """,
+            "x belongs to the caller",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x.float().clone()
+            """,
+            ".float() may return x itself",
+        ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x[:2].clone()
+            """,
+            "a view: the clone is what makes it independent",
+        ),
+        Valid(
+            """
+            import torch
+            def f(group: dict):
+                return torch.as_tensor(scalar_of(group["lr"]), dtype=torch.float32).clone()
+            """,
+            "as_tensor hands back its argument when that is already a tensor of that dtype",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(chunks: list):
+                merged = torch.cat(chunks).clone()
+                return merged
+            """,
+            line=3,
+            fix="""
+            import torch
+            def f(chunks: list):
+                merged = torch.cat(chunks)
+                return merged
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f(a: torch.Tensor, b: torch.Tensor):
+                return (a + b).clone()
+            """,
+            line=3,
+            fix="""
+            import torch
+            def f(a: torch.Tensor, b: torch.Tensor):
+                return a + b
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            if event.method != "clone" or event.call.args or event.receiver is None or event.receiver_node is None:
+                continue
+            recv = event.receiver
+            if recv.kind is not Kind.TENSOR or not recv.fresh or not recv.certain or recv.via:
+                continue
+            node = event.receiver_node
+            message = (
+                f"`{short_code(node)}` is already a new tensor that nothing else refers to; `.clone()` copies it a second time "
+                "(more time and peak memory, same result). Drop the `.clone()`."
+            )
+            replacement = node.with_changes(lpar=[], rpar=[]) if isinstance(node, cst.BinaryOperation) and _is_whole_value(event) else node
+            yield Hit(event.node, message, (event.node, replacement))
+
+
+def _is_whole_value(event: Call) -> bool:
+    """Parentheses can go only when the call was the whole right-hand side or return value."""
+    stmt = event.stmt
+    return isinstance(stmt, (cst.Return, cst.Assign)) and getattr(stmt, "value", None) is event.node

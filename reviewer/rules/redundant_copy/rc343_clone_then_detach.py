@@ -1,0 +1,101 @@
+"""RC343 clone-then-detach."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from review_copies.analysis import roots
+from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.guesses import OUTPUT_NAME
+from review_copies.analysis.rewrite import atom, chain
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Tri
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.redundant_copy.helpers import clone_receiver
+
+
+class CloneThenDetach(Rule):
+    """
+    ## What it does
+    Finds `x.clone().detach()` on a tensor that requires grad.
+
+    ## Why is this bad?
+    The clone is recorded in the autograd graph (a `CloneBackward0` node referencing
+    `x`) and then immediately cut off: wasted work, and the copy briefly keeps the graph
+    alive. `x.detach().clone()` copies outside the graph. PyTorch's own warning text
+    recommends this order.
+
+    ## Example
+    ```python
+    target = logits.clone().detach()
+    ```
+
+    ## Use instead
+    ```python
+    target = logits.detach().clone()
+    ```
+
+    ## Fix safety
+    Safe: both give an equal, independent tensor that does not require grad.
+    """
+
+    code = "RC343"
+    name = "clone-then-detach"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("clone().detach()",)
+    probe = "copy-bytes"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                return x.detach().clone()
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def f():
+                x = torch.zeros(3)
+                return x.clone().detach()
+            """,
+            "x needs no grad: the order does not matter",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                return (w * x).clone().detach()
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f(x: torch.Tensor):
+                w = torch.randn(3, requires_grad=True)
+                return (w * x).detach().clone()
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            if event.method != "detach" or event.call.args or event.receiver_node is None:
+                continue
+            base = clone_receiver(event.receiver_node)
+            recv = flow.value(base) if base is not None else None
+            if base is None or recv is None:
+                continue
+            output_arg = recv.grad is Tri.MAYBE and any(OUTPUT_NAME.search(roots.argument_name(r) or "") for r in recv.roots)
+            if not (recv.grad is Tri.YES or output_arg):
+                continue  # only tensors that require grad (or a model's output passed in): otherwise the order does not matter
+            message = (
+                f"`{short_code(event.node)}` records the copy in the autograd graph and then cuts it off; "
+                f"`{short_code(base)}.detach().clone()` copies outside the graph, which is what PyTorch recommends."
+            )
+            yield Hit(event.node, message, (event.node, chain(atom(base), "detach", "clone")))

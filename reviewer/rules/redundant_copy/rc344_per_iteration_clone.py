@@ -1,0 +1,111 @@
+"""RC344 per-iteration-clone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import Bind, FunctionFlow, Store, Use
+from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.redundant_copy.helpers import clone_receiver
+
+
+class PerIterationCloneIntoNewTensor(Rule):
+    """
+    ## What it does
+    Finds a loop that clones the same loop-invariant tensor into a new tensor on every
+    iteration, only to modify the copy in place and drop it.
+
+    ## Why is this bad?
+    Each iteration allocates and frees a full-size tensor. A buffer allocated once before
+    the loop and refilled with `buf.copy_(src)` does the same work without the
+    allocations (and without allocator churn on the GPU).
+
+    ## Example
+    ```python
+    for step in range(steps):
+        work = template.clone()
+        work.add_(noise[step])
+        results.append(work.sum())
+    ```
+
+    ## Use instead
+    ```python
+    work = torch.empty_like(template)
+    for step in range(steps):
+        work.copy_(template)
+        work.add_(noise[step])
+        results.append(work.sum())
+    ```
+
+    ## Fix safety
+    No automatic fix (it moves code out of the loop); the message says what to change.
+    Clones that are kept (appended, yielded, returned) are not reported.
+    """
+
+    code = "RC344"
+    name = "per-iteration-clone"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("clone(",)
+    probe = "copy-bytes"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(template: torch.Tensor, steps: int):
+                out = []
+                for step in range(steps):
+                    work = template.clone()
+                    work.add_(step)
+                    out.append(work)
+                return out
+            """,
+            "each copy is kept",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(template: torch.Tensor, noise: torch.Tensor, steps: int):
+                sums = []
+                for step in range(steps):
+                    work = template.clone()
+                    work.add_(noise[step])
+                    sums.append(work.sum().item())
+                return sums
+            """,
+            line=5,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for bind in flow.of(Bind):
+            if not bind.loops or bind.expr is None:
+                continue
+            source = clone_receiver(bind.expr)
+            if source is None or not isinstance(source, (cst.Name, cst.Attribute)):
+                continue
+            loop = flow.loops[bind.loops[-1]]
+            src_name = name_of(source)
+            if any(isinstance(e, Bind) and e.name == src_name and set(e.loops) & {bind.loops[-1]} for e in flow.events):
+                continue  # the source changes every iteration
+            roots = bind.value.roots
+            kept = any(isinstance(e, Store) and e.value.roots & roots for e in flow.events) or any(
+                type(e).__name__ == "Return" and e.value.roots & roots for e in flow.events
+            )
+            used_after = any(isinstance(e, Use) and e.name == bind.name and e.line > loop.end for e in flow.events)
+            if kept or used_after or bind.value.kind is not Kind.TENSOR:
+                continue
+            message = (
+                f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
+                f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
+                f"and refill it with `{bind.name}.copy_({src_name})` inside."
+            )
+            yield Hit(bind.node, message)

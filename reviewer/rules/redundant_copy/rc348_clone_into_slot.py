@@ -1,0 +1,90 @@
+"""RC348 clone-into-slot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.redundant_copy.helpers import clone_receiver
+
+
+class CloneIntoSlot(Rule):
+    """
+    ## What it does
+    Finds `buf[i] = x.clone()` (or `buf[...] = x.clone()`) where `buf` is a tensor.
+
+    ## Why is this bad?
+    Assigning into a slice of a tensor already copies the values into the buffer's own
+    memory (`copy_`). The clone is a second full copy that is freed right away.
+
+    ## Example
+    ```python
+    self.obs[t] = obs.clone()
+    ```
+
+    ## Use instead
+    ```python
+    self.obs[t] = obs
+    ```
+
+    ## Fix safety
+    Safe: the buffer holds the same values; later writes to `obs` do not reach it either way.
+    """
+
+    code = "RC348"
+    name = "clone-into-slot"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("clone()",)
+    probe = "copy-bytes"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(obs: torch.Tensor):
+                history = []
+                history.append(obs.clone())
+                return history
+            """,
+            "a list stores the object itself: the clone is needed",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f(obs: torch.Tensor, steps: int):
+                buf = torch.zeros(steps, 4)
+                buf[0] = obs.clone()
+                return buf
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f(obs: torch.Tensor, steps: int):
+                buf = torch.zeros(steps, 4)
+                buf[0] = obs
+                return buf
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for write in flow.of(Write):
+            stmt = write.stmt
+            if write.op != "[...] =" or write.target.kind is not Kind.TENSOR or not isinstance(stmt, cst.Assign):
+                continue
+            base = clone_receiver(stmt.value)
+            if base is None or flow.value(base).roots & write.target.roots:
+                continue  # `x[:, 1:] = x[:, :-1].clone()`: source and target overlap, the clone is needed
+            message = (
+                f"`{short_code(stmt)}` copies twice: assigning into a slice of the tensor `{short_code(write.target_node)}` already copies "
+                f"the values into its memory, so `.clone()` makes a full copy that is freed at once. Assign `{short_code(base)}` itself."
+            )
+            yield Hit(write.node, message, (stmt.value, base))

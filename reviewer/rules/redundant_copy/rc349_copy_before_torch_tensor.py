@@ -1,0 +1,95 @@
+"""RC349 copy-before-torch-tensor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.syntax import call_method_name, code_of, receiver_of, short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class CopyBeforeTorchTensor(Rule):
+    """
+    ## What it does
+    Finds `torch.tensor(a.copy())` / `torch.tensor(np.copy(a))`: an array copied just
+    before `torch.tensor`, which copies it again.
+
+    ## Why is this bad?
+    `torch.tensor` always copies its data (unlike `torch.from_numpy`/`torch.as_tensor`),
+    so the first copy is allocated, read once and freed: double the memory traffic for
+    every batch.
+
+    ## Example
+    ```python
+    yield torch.tensor(array[i:i + n].copy())
+    ```
+
+    ## Use instead
+    ```python
+    yield torch.tensor(array[i:i + n])
+    ```
+
+    ## Fix safety
+    Safe: `torch.tensor` copies anyway (negative strides included), so the result owns its
+    memory in both versions.
+    """
+
+    code = "RC349"
+    name = "copy-before-torch-tensor"
+    category = Category.REDUNDANT_COPY
+    severity = Severity.INFO
+    prefilter = ("copy(",)
+    probe = "unobservable"  # the first copy is NumPy's
+
+    VALID = (
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def f(a: np.ndarray):
+                return torch.from_numpy(a.copy())
+            """,
+            "from_numpy shares memory: the copy is what makes it independent",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import numpy as np
+            import torch
+            def f(a: np.ndarray):
+                return torch.tensor(a[:4].copy())
+            """,
+            line=4,
+            fix="""
+            import numpy as np
+            import torch
+            def f(a: np.ndarray):
+                return torch.tensor(a[:4])
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for event in flow.of(Call):
+            if not event.is_any(("torch.tensor",)) or not event.call.args or event.call.args[0].keyword is not None:
+                continue
+            arg = event.call.args[0].value
+            inner: cst.BaseExpression | None = None
+            if isinstance(arg, cst.Call) and call_method_name(arg) == "copy" and not arg.args:
+                inner = receiver_of(arg)
+                if flow.value(inner).kind is Kind.TENSOR:
+                    continue  # (tensors have no .copy(); a mis-typed value is not this rule's)
+            elif isinstance(arg, cst.Call) and code_of(arg.func).endswith(("np.copy", "numpy.copy")) and len(arg.args) == 1:
+                inner = arg.args[0].value
+            if inner is None:
+                continue
+            message = (
+                f"`{short_code(arg)}` copies the array only for `torch.tensor` to copy it again: `torch.tensor` always copies its "
+                f"input. Pass `{short_code(inner)}` directly."
+            )
+            yield Hit(event.node, message, (arg, inner))

@@ -1,0 +1,61 @@
+"""What the stale-snapshot rules share."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from review_copies.analysis.events import Bind, Event, FunctionFlow, Use, Write
+from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of
+from review_copies.analysis.roots import overlaps
+from review_copies.analysis.syntax import code_of
+
+
+def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
+    """The first later event that changes those storages through another name."""
+    for event in flow.after(bind):
+        # Writes through the snapshot itself (or a name taken from it) are deliberate write-through.
+        if isinstance(event, Write) and overlaps(event.target.roots, roots) and not event.op.startswith("nn.init.") and not through(flow, event, bind.name):
+            return event
+    if owner:
+        for call in calls_with(flow, owner):
+            if call.index > bind.index or (set(call.loops) & set(bind.loops)):
+                return call
+    return None
+
+
+def through(flow: FunctionFlow, write: Write, name: str) -> bool:
+    writer = name_of(write.target_node)
+    if writer == name or writer.startswith(name + ".") or writer.startswith(name + "["):
+        return True
+    bind = last_bind(flow, writer, write.index)
+    return bind is not None and bind.expr is not None and re.search(rf"\b{re.escape(name)}\b", code_of(bind.expr)) is not None
+
+
+def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str]) -> Use | None:
+    for event in flow.after(change):
+        if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)):
+            return event
+    return None
+
+
+def copy_module(flow: FunctionFlow) -> str | None:
+    """How to spell copy.deepcopy here: 'copy.deepcopy', 'deepcopy', or None (needs an import)."""
+    imports = flow.file.imports
+    if imports.module_alias("copy"):
+        return f"{imports.module_alias('copy')}.deepcopy"
+    for name, quals in imports.module_level.items():
+        if "copy.deepcopy" in quals:
+            return name
+    return None
+
+
+def owner_of(expr: cst.BaseExpression) -> str:
+    """`model` in `model.state_dict()` / `model.state_dict().copy()`."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value in ("state_dict", "parameters", "named_parameters", "buffers"):
+            return name_of(expr.func.value)
+        expr = expr.func.value
+    if isinstance(expr, cst.Call) and expr.args:
+        return owner_of(expr.args[0].value)
+    return ""

@@ -1,0 +1,231 @@
+"""RC151 state-dict-snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.guesses import SNAPSHOT_NAME
+from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
+from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
+from review_copies.analysis.values import Kind, Value
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, owner_of, read_after
+
+
+class StateDictSnapshot(Rule):
+    """
+    ## What it does
+    Finds `best = model.state_dict()` (or `optimizer.state_dict()`, or a shallow
+    `.copy()` / `dict(...)` of one) kept as a snapshot while training goes on changing the
+    model.
+
+    ## Why is this bad?
+    `state_dict()` returns references to the live parameter and buffer tensors, not
+    copies. Every later optimizer step changes the "snapshot" too, so the best model you
+    restore or save at the end is just the last one (torch 2.13: after 3 SGD steps the
+    snapshot equals the current weights). A shallow `.copy()` copies the dict, not the
+    tensors.
+
+    ## Example
+    ```python
+    for epoch in range(epochs):
+        train_one_epoch(model, optimizer)
+        if val_loss(model) < best_loss:
+            best_state = model.state_dict()
+    model.load_state_dict(best_state)
+    ```
+
+    ## Use instead
+    ```python
+            best_state = copy.deepcopy(model.state_dict())
+    ```
+    or `{k: v.detach().clone() for k, v in model.state_dict().items()}`.
+
+    ## Fix safety
+    Safe: the deep copy holds the values at that moment; the message says when
+    `import copy` must be added.
+    """
+
+    code = "RC151"
+    name = "state-dict-snapshot"
+    category = Category.STALE_SNAPSHOT
+    severity = Severity.WARNING
+    prefilter = ("state_dict",)
+    probe = "snapshot"
+
+    VALID = (
+        Valid(
+            """
+            import copy
+            import torch
+            def fit(model, loader, optimizer, epochs: int):
+                best, best_state = float("inf"), None
+                for _ in range(epochs):
+                    for x, y in loader:
+                        loss = (model(x) - y).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    if loss.item() < best:
+                        best, best_state = loss.item(), copy.deepcopy(model.state_dict())
+                return best_state
+            """
+        ),
+        Valid(
+            """
+            import torch
+            def save(model, path: str):
+                torch.save(model.state_dict(), path)
+            """,
+            "used at once",
+        ),
+        Valid(
+            """
+            import torch
+            def load_pretrained(model, other):
+                sd = model.state_dict()
+                with torch.no_grad():
+                    for k, v in other.items():
+                        sd[k].copy_(v)
+                return model
+            """,
+            "writing into the live weights through the state_dict is the point",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def fit(model, loader, optimizer, epochs: int):
+                best, best_state = float("inf"), None
+                for _ in range(epochs):
+                    for x, y in loader:
+                        loss = (model(x) - y).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    if loss.item() < best:
+                        best = loss.item()
+                        best_state = model.state_dict()
+                return best_state
+            """,
+            line=12,
+            fix="""
+            import torch
+            def fit(model, loader, optimizer, epochs: int):
+                best, best_state = float("inf"), None
+                for _ in range(epochs):
+                    for x, y in loader:
+                        loss = (model(x) - y).pow(2).mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    if loss.item() < best:
+                        best = loss.item()
+                        best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                return best_state
+            """,
+            note="no `import copy` in the file: the fix copies the tensors itself",
+        ),
+        Invalid(
+            """
+            import copy
+            import torch
+            from torch import nn
+            def finetune(model: nn.Module, batches):
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                initial = model.state_dict().copy()
+                for x, y in batches:
+                    (model(x) - y).pow(2).mean().backward()
+                    opt.step()
+                return initial
+            """,
+            line=6,
+            fix="""
+            import copy
+            import torch
+            from torch import nn
+            def finetune(model: nn.Module, batches):
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                initial = copy.deepcopy(model.state_dict())
+                for x, y in batches:
+                    (model(x) - y).pow(2).mean().backward()
+                    opt.step()
+                return initial
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for bind in flow.of(Bind):
+            value = bind.value
+            if bind.expr is None or not _state_dict_refs(value):
+                continue
+            how = (
+                "a shallow copy of a state_dict, whose tensors are still the live ones"
+                if value.via == "shallow-copy" or value.kind is Kind.DICT
+                else "`state_dict()` returns references to the live tensors, not copies"
+            )
+            if bind.name.startswith("self."):
+                # Kept on the object: training between calls changes it under the snapshot.
+                message = (
+                    f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
+                    f"(or optimizer) goes on changing, so whatever later reads `{bind.name}` gets the current values. {_remedy(flow)}."
+                )
+                yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
+                continue
+            owner = owner_of(bind.expr)
+            roots = value.element.roots if value.element is not None and value.element.roots else value.roots
+            change = changes_after(flow, bind, roots, owner)
+            if change is None:
+                continue
+            read = read_after(flow, bind.name, change, roots)
+            if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)):
+                continue
+            message = (
+                f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
+                f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
+            )
+            fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
+            yield Hit(bind.node, message, fix, anchors=(read.node,))
+
+
+def _clone_items(source: cst.BaseExpression) -> cst.DictComp:
+    """`{k: v.detach().clone() for k, v in source.items()}`: a copy that needs no import."""
+    k, v = cst.Name("k"), cst.Name("v")
+    return cst.DictComp(
+        key=k,
+        value=chain(v, "detach", "clone"),
+        for_in=cst.CompFor(target=cst.Tuple([cst.Element(k), cst.Element(v)], lpar=[], rpar=[]), iter=method(atom(source), "items")),
+    )
+
+
+def _deepcopy_fix(flow: FunctionFlow, expr: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode]:
+    inner = expr
+    # d.copy() and dict(d) are shallow: deep-copy the original instead.
+    if call_method_name(expr) == "copy" and isinstance(expr, cst.Call) and not expr.args:
+        inner = receiver_of(expr)
+    elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict" and len(expr.args) == 1:
+        inner = expr.args[0].value
+    spelled = copy_module(flow)
+    if spelled is None:
+        # Without `import copy` a deepcopy suggestion would not run: copy the tensors instead.
+        return expr, _clone_items(inner)
+    return expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(inner)])
+
+
+def _remedy(flow: FunctionFlow) -> str:
+    if copy_module(flow):
+        return "Use `copy.deepcopy(...)`"
+    return "Copy the tensors (`{k: v.detach().clone() for k, v in ....items()}`, or `copy.deepcopy(...)` after `import copy`)"
+
+
+def _state_dict_refs(value: Value) -> bool:
+    """A state_dict, a shallow copy of one, or a dict of its tensors that may be the same tensors."""
+    if value.kind is Kind.STATE_DICT:
+        return value.via in ("state_dict", "shallow-copy")
+    element = value.element
+    return value.kind is Kind.DICT and element is not None and element.kind is Kind.TENSOR and element.via == "state_dict" and element.certain

@@ -1,0 +1,126 @@
+"""RC154 shallow-copy-snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.rewrite import chain
+from review_copies.analysis.roots import overlaps
+from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.stale_snapshot.helpers import read_after
+
+
+class ShallowCopySnapshot(Rule):
+    """
+    ## What it does
+    Finds a shallow copy of tensors — `list(tensors)`, `tensors.copy()`, `dict(d)`,
+    `copy.copy(t)` — kept as a snapshot while the tensors it holds are changed in place
+    and the copy is read afterwards.
+
+    ## Why is this bad?
+    A shallow copy copies the container, not the tensors (and `copy.copy(t)` of a tensor
+    shares its storage): an in-place update of the originals shows up in the "copy".
+
+    ## Example
+    ```python
+    before = list(states)
+    for s in states:
+        s.mul_(decay)
+    delta = [a - b for a, b in zip(states, before)]   # all zeros
+    ```
+
+    ## Use instead
+    ```python
+    before = [s.detach().clone() for s in states]
+    ```
+
+    ## Fix safety
+    Safe: the snapshot holds independent copies of the values at that moment.
+    """
+
+    code = "RC154"
+    name = "shallow-copy-snapshot"
+    category = Category.STALE_SNAPSHOT
+    severity = Severity.WARNING
+    prefilter = ("copy", "list(", "dict(")
+    probe = "snapshot"
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def f(states: list):
+                before = [s.detach().clone() for s in states]
+                for s in states:
+                    s.mul_(0.9)
+                return before
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def f():
+                states = [torch.ones(2), torch.ones(2)]
+                before = list(states)
+                for s in states:
+                    s.mul_(0.9)
+                return [a - b for a, b in zip(states, before)]
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f():
+                states = [torch.ones(2), torch.ones(2)]
+                before = [s.detach().clone() for s in states]
+                for s in states:
+                    s.mul_(0.9)
+                return [a - b for a, b in zip(states, before)]
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for bind in flow.of(Bind):
+            value = bind.value
+            if value.via != "shallow-copy" or value.kind is Kind.STATE_DICT or bind.expr is None:
+                continue
+            element = value.element
+            if value.kind is Kind.TENSOR:
+                roots = value.roots
+            elif element is not None and element.kind is Kind.TENSOR and not element.leaf:
+                roots = element.roots  # (parameter lists are RC152's)
+            else:
+                continue
+            change = next((w for w in flow.after(bind) if isinstance(w, Write) and overlaps(w.target.roots, roots) and name_of(w.target_node) != bind.name), None)
+            if change is None:
+                continue
+            read = read_after(flow, bind.name, change, roots)
+            if read is None:
+                continue
+            message = (
+                f"`{bind.name} = {short_code(bind.expr)}` copies the container, not the tensors in it: `{short_code(change.stmt or change.node)}` "
+                f"at line {change.line} changes them in place, so `{bind.name}` read at line {read.line} sees the new values. "
+                "Copy the tensors (`.detach().clone()`)."
+            )
+            yield Hit(bind.node, message, _shallow_fix(bind.expr, value.kind), anchors=(read.node,))
+
+
+def _shallow_fix(expr: cst.BaseExpression, kind: Kind) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+    if not isinstance(expr, cst.Call):
+        return None
+    if isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1 and kind is not Kind.DICT:
+        source = expr.args[0].value
+    elif call_method_name(expr) == "copy" and not expr.args and kind is Kind.LIST:
+        source = receiver_of(expr)
+    else:
+        return None
+    s = cst.Name("s")
+    return expr, cst.ListComp(elt=chain(s, "detach", "clone"), for_in=cst.CompFor(target=s, iter=source))

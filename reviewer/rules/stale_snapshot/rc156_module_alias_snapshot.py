@@ -1,0 +1,113 @@
+"""RC156 module-alias-snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+from review_copies.analysis.events import Bind, FunctionFlow
+from review_copies.analysis.guesses import MODULE_COPY_NAME
+from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.rewrite import dotted_expr
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.stale_snapshot.helpers import copy_module
+
+
+class ModuleAliasSnapshot(Rule):
+    """
+    ## What it does
+    Finds a module assigned to a second name meant to be a separate copy —
+    `self.target = self.policy`, `ema_model = model`, `teacher = student` — instead of a
+    `copy.deepcopy`.
+
+    ## Why is this bad?
+    Assignment never copies a module: both names are one object with one set of
+    parameters. Every optimizer step of the online network moves the "target", the "EMA"
+    or the "teacher" too, so the periodic sync is a no-op and the algorithm silently
+    degrades to using the online network.
+
+    ## Example
+    ```python
+    self.policy = make_net()
+    self.target = self.policy
+    ```
+
+    ## Use instead
+    ```python
+    self.target = copy.deepcopy(self.policy)
+    ```
+
+    ## Fix safety
+    Safe when `copy` is imported (the fix uses it); otherwise the message says to add it.
+    """
+
+    code = "RC156"
+    name = "module-alias-snapshot"
+    category = Category.STALE_SNAPSHOT
+    severity = Severity.WARNING
+    prefilter = ("=",)
+    probe = "snapshot"
+
+    VALID = (
+        Valid(
+            """
+            import copy
+            from torch import nn
+            class Agent:
+                def __init__(self):
+                    self.policy = nn.Linear(4, 2)
+                    self.target = copy.deepcopy(self.policy)
+            """
+        ),
+        Valid(
+            """
+            from torch import nn
+            class Wrapper:
+                def __init__(self, model: nn.Module):
+                    self.model = model
+            """,
+            "keeping a handle, not a copy",
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import copy
+            from torch import nn
+            class Agent:
+                def __init__(self):
+                    self.policy = nn.Linear(4, 2)
+                    self.target = self.policy
+            """,
+            line=6,
+            fix="""
+            import copy
+            from torch import nn
+            class Agent:
+                def __init__(self):
+                    self.policy = nn.Linear(4, 2)
+                    self.target = copy.deepcopy(self.policy)
+            """,
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        for bind in flow.of(Bind):
+            expr = bind.expr
+            if bind.value.kind is not Kind.MODULE or not isinstance(expr, (cst.Name, cst.Attribute)) or not bind.value.has_params.value:
+                continue
+            target = bind.name.rsplit(".", 1)[-1]
+            source = name_of(expr).rsplit(".", 1)[-1]
+            if not MODULE_COPY_NAME.search(target) or MODULE_COPY_NAME.search(source):
+                continue
+            spelled = copy_module(flow)
+            message = (
+                f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
+                f"so training `{short_code(expr)}` moves `{bind.name}` too and it never holds older weights. "
+                + ("Use `copy.deepcopy(...)`." if spelled else "Use `copy.deepcopy(...)` (add `import copy`).")
+            )
+            fix = (expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(expr)])) if spelled else None
+            yield Hit(bind.node, message, fix)
