@@ -45,9 +45,10 @@ from review_copies.llm.prompts import load_book
 from review_copies.llm.stage import LLMStage
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.model.findings import Category
-from review_copies.review.pipeline import Plan, run_static
+from review_copies.model.settings import ChangeSpec
+from review_copies.review.static import StaticOptions, run_static
 from review_copies.rules import all_rules
-from review_copies.source.changes import Request, build_changeset
+from review_copies.source.changes import build_changeset
 
 if TYPE_CHECKING:
     import tiktoken
@@ -219,7 +220,7 @@ def measure(case: Case, encoding: tiktoken.Encoding, stage: LLMStage) -> Measure
         _commit(repo, root, case.after, "after")
         diff = repo.git.diff("HEAD~1", "HEAD", "--no-color", "-U3")
         changed = [p for p, text in case.after.items() if case.before.get(p) != text]
-        static = run_static(build_changeset(Request(repo=str(root), base="HEAD~1", head="HEAD")), Plan(rules=all_rules(), want_hunks=True))
+        static = run_static(build_changeset(ChangeSpec(repo=str(root), base="HEAD~1", head="HEAD")), StaticOptions(rules=all_rules(), want_hunks=True))
     prepared = stage.prepare(load_book(), static.hunks, static.findings)
 
     def count(text: str) -> int:

@@ -22,8 +22,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from review_copies.review.engine import FileJob, review_file  # noqa: E402
 from review_copies.rules import all_rules  # noqa: E402
+from review_copies.sandbox.verify.client import Sandbox  # noqa: E402
 from review_copies.sandbox.verify.stage import Verifier  # noqa: E402
-from review_copies.sandbox.verify.worker import Sandbox  # noqa: E402
 from sandbox_cases import CASES  # noqa: E402
 from sandbox_helpers import finding  # noqa: E402
 

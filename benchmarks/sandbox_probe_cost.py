@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from review_copies.sandbox.verify.worker import Sandbox, clean_env
+from review_copies.sandbox.verify.client import Sandbox, clean_env
 
 MINIMAL = "import torch\ndef f(x):\n    return x\n"
 TYPICAL = textwrap.dedent(

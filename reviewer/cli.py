@@ -1,4 +1,6 @@
-"""The `review-copies` command line (contract section 1)."""
+"""The `review-copies` command line: flags, the environment and `[tool.review-copies]`
+resolved into one `Settings`, then the review (`app`) or `--post-review` (`github`).
+Nothing imports this module."""
 
 from __future__ import annotations
 
@@ -6,20 +8,15 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, NoReturn
 
-from review_copies import __version__, output
+from review_copies import __version__, config, output
+from review_copies.app import exit_status, review_changeset, write_report
+from review_copies.github import post_review
+from review_copies.github.runner_outputs import step_outputs, write_outputs
 from review_copies.model.errors import UsageError
-from review_copies.model.findings import FAIL_ON_RANK, Report
-from review_copies.output import RenderContext, render
-from review_copies.review.pipeline import Plan, review
-from review_copies.rules import select_rules
-from review_copies.source import config
-from review_copies.source.changes import ChangeSet, Request, build_changeset
-
-PROG = "review-copies"
+from review_copies.model.settings import DEFAULT_MODEL, DEVICES, FAIL_ON, PROG, ChangeSpec, FileConfig, Settings
+from review_copies.source.changes import build_changeset
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,39 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="NAME", help="the model of the OpenAI-compatible endpoint")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     p.add_argument("--no-sandbox", action="store_true", help="report without executing anything")
-    p.add_argument("--device", choices=config.DEVICES, help="where the sandbox runs probes (default: auto)")
-    p.add_argument("--fail-on", choices=config.FAIL_ON, help="exit 1 when a finding is at or above this severity (default: warning)")
+    p.add_argument("--device", choices=DEVICES, help="where the sandbox runs probes (default: auto)")
+    p.add_argument("--fail-on", choices=FAIL_ON, help="exit 1 when a finding is at or above this severity (default: warning)")
     p.add_argument("--post-review", action="store_true", help="post the findings as one review on the GitHub pull request")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
 
 
-@dataclass(frozen=True)
-class Settings:
-    request: Request
-    fmt: str
-    output: str | None
-    offline: bool
-    model: str
-    base_url: str | None
-    api_key: str | None
-    sandbox: bool
-    device: str
-    fail_on: str
-    post_review: bool
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    llm: dict[str, Any] = field(default_factory=dict)
-
-
-DEFAULT_MODEL = "gpt-4o-mini"
-
-
-def resolve_settings(args: argparse.Namespace, file_config: config.FileConfig, env: dict[str, str]) -> Settings:
+def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dict[str, str]) -> Settings:
+    """Flags first, then the configuration file, then the environment, then the defaults."""
     api_key = env.get("OPENAI_API_KEY") or None
     return Settings(
-        request=Request(repo=args.repo, base=args.base, head=args.head, diff=args.diff, all=args.all, paths=tuple(args.paths)),
+        change=ChangeSpec(repo=args.repo, base=args.base, head=args.head, diff=args.diff, all=args.all, paths=tuple(args.paths)),
         fmt=args.format,
         output=args.output,
         offline=args.offline or api_key is None,
@@ -92,24 +68,6 @@ def resolve_settings(args: argparse.Namespace, file_config: config.FileConfig, e
     )
 
 
-def config_root(req: Request) -> Path | None:
-    """Where pyproject.toml is looked for: the reviewed repository's root."""
-    from review_copies.source.changes import find_repo
-
-    start = Path(req.repo) if req.repo else Path.cwd()
-    if not start.is_dir():
-        return None
-    repo = find_repo(start)
-    if repo is not None and repo.working_tree_dir:
-        return Path(repo.working_tree_dir)
-    return start
-
-
-def exit_status(report: Report, fail_on: str) -> int:
-    threshold = FAIL_ON_RANK[fail_on]
-    return 1 if any(f.severity.rank >= threshold for f in report.findings) else 0
-
-
 def _use_color(settings: Settings, stream: IO[str]) -> bool:
     if settings.fmt != "text" or settings.output:
         return False
@@ -120,56 +78,16 @@ def _use_color(settings: Settings, stream: IO[str]) -> bool:
 
 def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     if settings.post_review:
-        from review_copies.github import post_review
-
         return post_review(settings, stdout, stderr)
-    changeset = build_changeset(settings.request)
+    changeset = build_changeset(settings.change)
     report, rules = review_changeset(settings, changeset, stderr)
-    write_report(settings, report, rules, changeset.description, stdout)
+    write_report(settings, report, rules, changeset.description, stdout, _use_color(settings, stdout))
     if os.environ.get("GITHUB_OUTPUT"):
         # Inside a GitHub Actions step: the finding counts become the step's outputs.
-        from review_copies.github.runner_outputs import step_outputs, write_outputs
-
         problem = write_outputs(os.environ["GITHUB_OUTPUT"], step_outputs(report))
         if problem:
             stderr.write(f"{PROG}: warning: {problem}\n")
     return exit_status(report, settings.fail_on)
-
-
-def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) -> tuple[Report, tuple]:
-    rules = select_rules(settings.select, settings.ignore)
-    llm_stage = None
-    if not settings.offline:
-        from review_copies.llm import make_stage
-
-        llm_stage = make_stage(settings, rules, stderr)
-    sandbox_stage = None
-    if settings.sandbox:
-        from review_copies.sandbox.verify.stage import make_stage as make_sandbox_stage
-
-        sandbox_stage = make_sandbox_stage(settings, stderr)
-    plan = Plan(rules=rules, exclude=settings.exclude, want_hunks=llm_stage is not None)
-    report = review(changeset, plan, llm_stage, sandbox_stage)
-    if llm_stage is None:
-        from review_copies.llm.coverage import offline_line
-
-        report.coverage.append(offline_line("no OPENAI_API_KEY" if settings.api_key is None else "--offline", report.stats.tensor_hunks))
-    report.stats.extra.setdefault("llm", "offline" if settings.offline else settings.model)
-    report.stats.extra.setdefault("sandbox", "on" if settings.sandbox else "off")
-    return report, rules
-
-
-def write_report(settings: Settings, report: Report, rules: tuple, description: str, stdout: IO[str]) -> None:
-    ctx = RenderContext(rules=rules, color=_use_color(settings, stdout), description=description)
-    text = render(report, settings.fmt, ctx)
-    if settings.output:
-        try:
-            Path(settings.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {settings.output}: {exc.strerror}") from None
-    else:
-        stdout.write(text)
-        stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
@@ -177,7 +95,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stder
     stderr = stderr or sys.stderr
     try:
         args = build_parser().parse_args(argv)
-        settings = resolve_settings(args, config.load(config_root(Request(repo=args.repo))), dict(os.environ))
+        settings = resolve_settings(args, config.load(config.config_root(ChangeSpec(repo=args.repo))), dict(os.environ))
         if settings.api_key is None and not args.offline:
             stderr.write(f"{PROG}: OPENAI_API_KEY is not set; reviewing offline (static rules and sandbox only)\n")
         return run(settings, stdout, stderr)

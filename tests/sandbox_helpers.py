@@ -9,8 +9,8 @@ import textwrap
 
 from review_copies.model.findings import Category, Finding, Severity, Suggestion, Verification
 from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.verify.stage import Verifier
-from review_copies.sandbox.verify.worker import Sandbox
 
 _WORKER: Sandbox | None = None
 

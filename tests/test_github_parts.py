@@ -130,7 +130,7 @@ def test_long_evidence_folds_into_details() -> None:
 
 
 def test_a_review_body_listing_thousands_stays_under_the_limit() -> None:
-    from review_copies.model.findings import Report
+    from review_copies.model.report import Report
 
     listed = [(_finding(20 + i % 7, message=f"finding {i} " + "z" * 300), "outside the lines this pull request changes") for i in range(3000)]
     summary = ReviewSummary("a" * 40, "1.1", [f for f, _ in listed], [], listed, Report())
@@ -142,7 +142,8 @@ def test_a_review_body_listing_thousands_stays_under_the_limit() -> None:
 
 
 def test_the_body_counts_categories_verdicts_dropped_and_skipped() -> None:
-    from review_copies.model.findings import Dropped, Report, Stats
+    from review_copies.model.findings import Dropped
+    from review_copies.model.report import Report, Stats
 
     confirmed = _finding(5, verification=Verification(Status.CONFIRMED, "cpu", "diff 0.5"))
     stats = Stats(files=4, skipped={"not-python": 2, "binary": 1})

@@ -13,9 +13,10 @@ from review_copies.llm.options import build_options
 from review_copies.llm.prompts import load_book
 from review_copies.llm.stage import LLMStage
 from review_copies.model.findings import Category
-from review_copies.review.pipeline import Plan, run_static
+from review_copies.model.settings import ChangeSpec
+from review_copies.review.static import StaticOptions, run_static
 from review_copies.rules import all_rules
-from review_copies.source.changes import Request, build_changeset
+from review_copies.source.changes import build_changeset
 
 from tests.llm_fake import DATA, FakeOpenAI, by_file, completion, error, llm_config, make_repo, recorded, review, slow, start_fake
 
@@ -52,7 +53,7 @@ def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def one_file_per_request(repo: Path) -> int:
     """A request limit that holds the largest single file of the change but never two."""
-    static = run_static(build_changeset(Request(repo=str(repo), base="HEAD~1", head="HEAD")), Plan(rules=all_rules(), want_hunks=True))
+    static = run_static(build_changeset(ChangeSpec(repo=str(repo), base="HEAD~1", head="HEAD")), StaticOptions(rules=all_rules(), want_hunks=True))
     opts = build_options("fake-model", "sk-test", None, {}, None, {})
     stage = LLMStage(opts, all_rules(), list(Category), io.StringIO())
     sizes = []

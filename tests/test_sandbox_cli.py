@@ -10,9 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from review_copies.cli import build_parser, main, resolve_settings, review_changeset, write_report
+from review_copies import config
+from review_copies.app import review_changeset, write_report
+from review_copies.cli import build_parser, main, resolve_settings
 from review_copies.rules import all_rules
-from review_copies.source import config
 from review_copies.source.changes import build_changeset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,8 +85,9 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
     target = repo / "alias_fix.py"
     target.write_text(LOOK_ALIKE)
     try:
-        from review_copies.model.findings import Category, Finding, Report, Severity, Suggestion
-        from review_copies.sandbox.verify.stage import make_stage
+        from review_copies.model.findings import Category, Finding, Severity, Suggestion
+        from review_copies.model.report import Report
+        from review_copies.sandbox.verify.stage import sandbox_stage
 
         f = Finding("alias_fix.py", 3, 3, Category.COPY_CONSTRUCT, "RC301", Severity.WARNING, "m",
                     suggestion=Suggestion(3, 3, "    return torch.as_tensor(x)\n"))
@@ -94,10 +96,7 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
             def __init__(self) -> None:
                 self.texts = {"alias_fix.py": LOOK_ALIKE}
 
-        class Settings:
-            device = "cpu"
-
-        out = make_stage(Settings(), io.StringIO())(Report(findings=[f]), Static())
+        out = sandbox_stage("cpu", io.StringIO())(Report(findings=[f]), Static())
     finally:
         target.unlink()
     assert out.findings == []
@@ -118,7 +117,7 @@ def test_no_sandbox_gives_not_run(repo: Path) -> None:
 def test_text_markdown_sarif_and_github_show_the_verdict(repo: Path) -> None:
     args = build_parser().parse_args(["--repo", str(repo), "--all", "--offline", "--device", "cpu", str(repo / "rc302_0.py")])
     settings = resolve_settings(args, config.FileConfig(), {})
-    changeset = build_changeset(settings.request)
+    changeset = build_changeset(settings.change)
     report, rules = review_changeset(settings, changeset, io.StringIO())
     markers = {
         "text": "sandbox confirmed on cpu: ",

@@ -14,7 +14,7 @@ from tests.sandbox_helpers import finding, worker
 
 
 def probe(code: str, line: int, category: str, fix: str | None = None, fix_lines: tuple[int, int] | None = None,
-          recipes: str = "") -> tuple[verdict.Decision, dict[str, Any]]:
+          recipes: tuple[str, ...] = ()) -> tuple[verdict.Decision, dict[str, Any]]:
     f, text = finding(code, line, category, fix, fix_lines)
     subject = subjects.build(f, text)
     chosen = recipe_book.recipes_for(Category(category).value, recipes)
@@ -32,7 +32,7 @@ def test_a_shape_unpacked_into_four_names_is_a_4d_tensor() -> None:
         center = frames[:, :, top:top + size, left:left + size]
         center.mul_(gain)
         return center
-    """, 6, "alias-mutation", recipes="input-mutation")
+    """, 6, "alias-mutation", recipes=("input-mutation",))
     assert s["ran"] and s["inputs"]["frames"] == "float (8, 4, 6, 6)"
     assert d.status == verdict.CONFIRMED and "input `frames` was modified" in d.evidence
 
@@ -43,7 +43,7 @@ def test_broadcast_indexing_and_channels_pick_the_image_layout() -> None:
     def normalize(images, mean, std):
         images.sub_(mean[:, None, None]).div_(std[:, None, None])
         return images
-    """, 3, "alias-mutation", recipes="input-mutation")
+    """, 3, "alias-mutation", recipes=("input-mutation",))
     assert s["inputs"]["mean"] == "float (4,)" and s["inputs"]["images"] == "float (8, 4, 6, 6)"
     assert d.status == verdict.CONFIRMED
 
@@ -59,7 +59,7 @@ def test_an_index_and_sizes_are_integers_also_for_the_objects_constructor() -> N
         def insert(self, t, obs, reward):
             self.obs[t] = obs.clone()
             self.rewards[t] = reward
-    """, 8, "redundant-copy", "self.obs[t] = obs", recipes="copy-bytes")
+    """, 8, "redundant-copy", "self.obs[t] = obs", recipes=("copy-bytes",))
     assert s["ran"] and s["inputs"]["t"] == "1" and s["inputs"]["init:steps"] == "4" and s["inputs"]["obs"] == "float (4,)"
     assert d.status == verdict.CONFIRMED, d.evidence
 
@@ -71,7 +71,7 @@ def test_labels_counted_by_bincount_are_class_ids() -> None:
         counts = torch.bincount(labels, minlength=n_classes).float()
         weights = counts.clone()
         return weights / weights.sum()
-    """, 4, "redundant-copy", "weights = counts", recipes="copy-bytes")
+    """, 4, "redundant-copy", "weights = counts", recipes=("copy-bytes",))
     assert s["tries"] == 1 and s["inputs"]["labels"] == "class-id (8,)" and s["inputs"]["n_classes"] == "4"
     assert d.status == verdict.CONFIRMED, d.evidence
 
@@ -84,7 +84,7 @@ def test_a_directory_argument_is_inside_the_probes_working_dir() -> None:
         for name, layer in model.named_modules():
             if isinstance(layer, torch.nn.Linear):
                 np.save(f"{out_dir}/{name or 'root'}.npy", layer.weight.numpy())
-    """, 6, "numpy-bridge", "        np.save(f\"{out_dir}/{name or 'root'}.npy\", layer.weight.detach().numpy())", recipes="raises")
+    """, 6, "numpy-bridge", "        np.save(f\"{out_dir}/{name or 'root'}.npy\", layer.weight.detach().numpy())", recipes=("raises",))
     assert s["inputs"]["out_dir"] == "dir"
     assert d.status == verdict.CONFIRMED and "the fix ran" in d.evidence, d.evidence
 
@@ -116,7 +116,7 @@ def train_epoch(model, loader, opt):
 
 
 def test_a_model_with_the_submodule_the_code_uses_is_built_from_the_file() -> None:
-    d, s = probe(TSNE, 21, "graph-retention", "embeddings.append(model.encoder(x).detach())", recipes="retention")
+    d, s = probe(TSNE, 21, "graph-retention", "embeddings.append(model.encoder(x).detach())", recipes=("retention",))
     assert s["inputs"]["model"] == "Net(sizes 4)"
     assert s["inputs"]["loader"] == "loader of 2" and s["inputs"]["loader[*][1]"] == "class-id (8,)"
     assert d.status == verdict.CONFIRMED, d.evidence
@@ -138,11 +138,11 @@ def prepare(batch):
 
 def test_the_files_own_factory_builds_the_argument() -> None:
     fix = 'x = batch["image"].float().clone()'
-    d, s = probe(PIPELINE.format(cast=".float()"), 8, "alias-mutation", fix, (7, 7), recipes="input-mutation")
+    d, s = probe(PIPELINE.format(cast=".float()"), 8, "alias-mutation", fix, (7, 7), recipes=("input-mutation",))
     assert s["inputs"]["batch"] == "factory make_batch"
     assert d.status == verdict.CONFIRMED and "input `batch['image']` was modified" in d.evidence
     # The same code on the uint8 images the factory really makes: `.float()` copies.
-    d, _ = probe(PIPELINE.format(cast=".to(torch.uint8)"), 8, "alias-mutation", fix, (7, 7), recipes="input-mutation")
+    d, _ = probe(PIPELINE.format(cast=".to(torch.uint8)"), 8, "alias-mutation", fix, (7, 7), recipes=("input-mutation",))
     assert d.status == verdict.REFUTED and "no input was modified" in d.evidence
 
 
@@ -153,7 +153,7 @@ def test_string_keys_make_a_dict_of_those_keys() -> None:
         pixels = batch["pixels"]
         pixels.mul_(2)
         return pixels
-    """, 4, "alias-mutation", recipes="input-mutation")
+    """, 4, "alias-mutation", recipes=("input-mutation",))
     assert s["inputs"]["batch"] == "dict pixels"
     assert d.status == verdict.CONFIRMED and "input `batch['pixels']` was modified" in d.evidence
 
@@ -169,7 +169,7 @@ def test_init_itself_runs_on_a_fresh_object_with_integer_sizes() -> None:
             self.weight = nn.Parameter(torch.empty(fan_out, fan_in))
             self.weight.uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))
     """, 8, "inplace-autograd", "with torch.no_grad():\n    self.weight.uniform_(-1 / math.sqrt(fan_in), 1 / math.sqrt(fan_in))",
-        recipes="leaf-inplace")
+        recipes=("leaf-inplace",))
     assert s["inputs"]["fan_in"] == "4" and s["inputs"]["fan_out"] == "4"
     assert d.status == verdict.CONFIRMED and "leaf Variable" in d.evidence
 
@@ -192,7 +192,7 @@ def evaluate_auc(model, x, y):
 
 
 def test_the_findings_own_error_counts_as_running_and_the_fix_finishes_the_search() -> None:
-    d, s = probe(AUC, 12, "numpy-bridge", "scores = torch.softmax(model(x), dim=1)[:, 1].detach().numpy()", recipes="raises")
+    d, s = probe(AUC, 12, "numpy-bridge", "scores = torch.softmax(model(x), dim=1)[:, 1].detach().numpy()", recipes=("raises",))
     # The original stops at `.numpy()` whatever y is; y must be 1-D labels for the fix to finish.
     assert s["inputs"]["y"] == "class-id (8,)" and 1 < s["tries"] <= s["limit"] + s["fix_limit"] + 1
     assert d.status == verdict.CONFIRMED and "Can't call numpy()" in d.evidence, d.evidence
@@ -205,7 +205,7 @@ def test_the_search_is_bounded_and_the_furthest_error_is_the_evidence() -> None:
         z = x * 2
         z.add_(1)
         raise ValueError("never runs")
-    """, 4, "alias-mutation", "z = z + 1", recipes="input-mutation")
+    """, 4, "alias-mutation", "z = z + 1", recipes=("input-mutation",))
     assert not s["ran"] and s["tries"] <= s["limit"] == 12
     assert d.status == verdict.INCONCLUSIVE and "never runs" in d.evidence
 
@@ -216,7 +216,7 @@ def test_a_model_factory_is_run_forward_for_the_autograd_checks() -> None:
     def make_mlp(dim, hidden, out, p=0.1):
         return nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Dropout(p, inplace=True), nn.Linear(hidden, out))
     """, 3, "inplace-autograd", "return nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Dropout(p), nn.Linear(hidden, out))",
-        recipes="backward")
+        recipes=("backward",))
     assert s["inputs"]["out"] == "4"
     assert d.status == verdict.CONFIRMED and "output 0 of Tanh" in d.evidence, d.evidence
 
@@ -230,7 +230,7 @@ def test_a_runtime_device_gets_a_stand_in_so_cpu_alone_does_not_refute() -> None
             logits = model(x.to(device))
             preds.append(logits.detach().numpy())
         return np.concatenate(preds)
-    """, 6, "numpy-bridge", "preds.append(logits.detach().cpu().numpy())", recipes="raises")
+    """, 6, "numpy-bridge", "preds.append(logits.detach().cpu().numpy())", recipes=("raises",))
     assert d.status == verdict.INCONCLUSIVE and "meta device" in d.evidence, d.evidence
 
 
@@ -247,7 +247,7 @@ def test_a_decorated_function_is_watched_where_it_is_written() -> None:
             all_scores.append(scores)
             all_preds.append(logits > 0)
         return torch.cat(all_scores), torch.cat(all_preds)
-    """, 8, "alias-mutation", "scores = logits.detach().clone()", (7, 7), recipes="alias, input-mutation")
+    """, 8, "alias-mutation", "scores = logits.detach().clone()", (7, 7), recipes=("alias", "input-mutation"))
     assert d.status == verdict.CONFIRMED and "shares memory with `logits`" in d.evidence, d.evidence
 
 
@@ -266,7 +266,7 @@ def test_models_are_paired_with_their_optimizers() -> None:
         g_loss.backward()
         opt_g.step()
         return d_loss.item(), g_loss.item()
-    """, 9, "inplace-autograd", recipes="backward")
+    """, 9, "inplace-autograd", recipes=("backward",))
     assert s["inputs"]["opt_g"] == "optimizer" and s["inputs"]["real"].startswith("fits")
     assert d.status == verdict.CONFIRMED and "modified by an inplace operation" in d.evidence, d.evidence
 
@@ -284,7 +284,7 @@ def test_an_optimizer_has_the_state_of_one_in_the_middle_of_training() -> None:
         if not torch.isfinite(loss):
             optimizer.load_state_dict(opt_state)
         return loss.item()
-    """, 4, "stale-snapshot", "opt_state = copy.deepcopy(optimizer.state_dict())", recipes="snapshot")
+    """, 4, "stale-snapshot", "opt_state = copy.deepcopy(optimizer.state_dict())", recipes=("snapshot",))
     assert s["inputs"]["loss_fn"] == "loss_closure"
     assert d.status == verdict.CONFIRMED and "momentum_buffer" in d.evidence, d.evidence
 
@@ -301,7 +301,7 @@ def test_saved_tensors_overwritten_through_data_are_silent_even_if_a_later_step_
         loss.backward()
         opt.step()
         return loss.item()
-    """, 7, "inplace-autograd", recipes="silent-grad")
+    """, 7, "inplace-autograd", recipes=("silent-grad",))
     assert d.status == verdict.CONFIRMED and "without a version bump" in d.evidence, d.evidence
 
 
@@ -320,7 +320,7 @@ def test_state_a_module_keeps_in_a_list_is_retention_across_calls() -> None:
             attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
             self.maps.append(attn)
             return attn @ v
-    """, 12, "graph-retention", "self.maps.append(attn.detach())", recipes="retention")
+    """, 12, "graph-retention", "self.maps.append(attn.detach())", recipes=("retention",))
     assert d.status == verdict.CONFIRMED and "`self.maps`" in d.evidence, d.evidence
 
 
@@ -347,7 +347,7 @@ def test_a_slice_bound_is_an_integer_even_inside_arithmetic() -> None:
             w = self.series[idx:idx + self.window]
             w -= w.mean()
             return w
-    """, 9, "alias-mutation", "w = w - w.mean()", recipes="input-mutation")
+    """, 9, "alias-mutation", "w = w - w.mean()", recipes=("input-mutation",))
     assert s["tries"] == 1 and s["inputs"]["idx"] == "1" and s["inputs"]["init:window"] == "1"
     assert d.status == verdict.CONFIRMED and "input `self.series` was modified" in d.evidence
 
@@ -373,6 +373,6 @@ def test_token_ids_fit_the_embedding_of_the_files_language_model() -> None:
         optimizer.step()
         history.append(loss)
         return loss.item()
-    """, 18, "graph-retention", "history.append(loss.item())", recipes="retention")
+    """, 18, "graph-retention", "history.append(loss.item())", recipes=("retention",))
     assert s["inputs"]["model"] == "LM(sizes 4)" and s["inputs"]["ids"] == "token-id (8, 5)"
     assert d.status == verdict.CONFIRMED and "`history`" in d.evidence, d.evidence

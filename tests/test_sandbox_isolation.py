@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from review_copies.model.findings import Report, Status
+from review_copies.model.findings import Status
+from review_copies.model.report import Report
 from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.verify.stage import Verifier
-from review_copies.sandbox.verify.worker import Sandbox
 
 from tests.sandbox_helpers import finding, worker
 
@@ -83,7 +84,7 @@ import io, json, sys
 sys.path.insert(0, sys.argv[1])
 from review_copies.model.findings import Category, Finding, Severity
 from review_copies.sandbox.verify.stage import Verifier
-from review_copies.sandbox.verify.worker import Sandbox
+from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.isolate import Limits
 cases = json.loads(sys.argv[2])
 out = {}

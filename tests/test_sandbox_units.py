@@ -9,7 +9,7 @@ from review_copies.model.findings import Category, Finding, Severity, Status, Su
 from review_copies.rules import all_rules
 from review_copies.sandbox import recipes
 from review_copies.sandbox.verify import subjects, verdict
-from review_copies.sandbox.verify.stage import Outcome, combine
+from review_copies.sandbox.verify.stage import DeviceVerdict, combine
 
 SCRIPT = textwrap.dedent(
     '''
@@ -95,19 +95,19 @@ def test_a_fix_that_does_not_parse_leaves_only_the_original() -> None:
 
 
 def test_recipes_from_rules_and_categories() -> None:
-    assert recipes.recipes_for("numpy-bridge", "raises") == ("raises",)
-    assert recipes.recipes_for("inplace-autograd", "backward, silent-grad") == ("backward", "silent-grad")
-    assert recipes.recipes_for("stale-snapshot", "no-such-recipe") == ("snapshot",)
+    assert recipes.recipes_for("numpy-bridge", ("raises",)) == ("raises",)
+    assert recipes.recipes_for("inplace-autograd", ("backward", "silent-grad")) == ("backward", "silent-grad")
+    assert recipes.recipes_for("stale-snapshot", ("no-such-recipe",)) == ("snapshot",)
     assert all(recipes.recipes_for(c.value) for c in Category)
     for rule in all_rules():
-        if rule.probe == "unobservable":
-            continue  # verified as not-run on purpose (reviewer.verify.UNOBSERVABLE)
-        assert recipes.parse(rule.probe), f"{rule.code} declares an unknown probe recipe {rule.probe!r}"
+        if not rule.observable:
+            continue  # verified as not-run on purpose (Rule.observable)
+        assert all(name in recipes.RECIPES for name in rule.recipes), f"{rule.code} declares an unknown recipe in {rule.recipes!r}"
     assert set(verdict.DECIDERS) == set(recipes.RECIPES) == set(recipes.NEEDS)
 
 
-def _o(device: str, status: str, evidence: str, recipe: str = "") -> Outcome:
-    return Outcome(device, verdict.Decision(status, evidence, recipe))
+def _o(device: str, status: str, evidence: str, recipe: str = "") -> DeviceVerdict:
+    return DeviceVerdict(device, verdict.Decision(status, evidence, recipe))
 
 
 def test_devices_that_agree_are_named_together() -> None:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, replace
 
 from review_copies.github import markers
 from review_copies.github.diff_positions import Inline
-from review_copies.model.findings import Dropped, Finding, Report, Stats, Verification
+from review_copies.model.findings import Dropped, Finding, Verification
+from review_copies.model.report import Report, Stats
 from review_copies.output.common import stats_line
 from review_copies.output.markdown import fence, summary_table, verdict
 

@@ -16,7 +16,8 @@ from review_copies.github.history import read_history
 from review_copies.github.reviews_api import MAX_INLINE, OVER_LIMIT, Posted, publish
 from review_copies.github.runner_outputs import annotations, append_summary, step_outputs, summary_markdown, write_outputs
 from review_copies.github.threads import resolve_fixed
-from review_copies.model.findings import Finding, Report, Status
+from review_copies.model.findings import Finding, Status
+from review_copies.model.report import Report
 from review_copies.output.context import RenderContext
 
 PROG = "review-copies"

@@ -6,20 +6,19 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 import git
+from review_copies.app import exit_status, review_changeset, write_report
 from review_copies.github.actions_env import PullRequest, load_event, pull_request_from_event, read_env
 from review_copies.github.api import GitHubClient, RetryPolicy
 from review_copies.github.checkout import ensure_commits
 from review_copies.github.delivery import Job, deliver
 from review_copies.github.diff_positions import diff_map
 from review_copies.model.errors import UsageError
+from review_copies.model.settings import ChangeSpec, Settings
 from review_copies.review import fixes
-from review_copies.source.changes import Change, Request, RevisionSource, build_changeset, merge_base, open_repo
-
-if TYPE_CHECKING:
-    from review_copies.cli import Settings
+from review_copies.source.changes import Change, RevisionSource, build_changeset, merge_base, open_repo
 
 
 @dataclass
@@ -46,9 +45,7 @@ def describe(pr: PullRequest, base_point: str) -> str:
 
 
 def post_review(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
-    from review_copies.cli import exit_status, review_changeset, write_report
-
-    req = settings.request
+    req = settings.change
     if req.diff is not None or req.base or req.head:
         raise UsageError("--post-review takes base and head from the pull request event; drop --diff, --base and --head")
     actions = read_env(os.environ)
@@ -56,12 +53,12 @@ def post_review(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     repo = open_repo(req.repo)
     ensure_commits(repo, pr, actions)
     root = str(repo.working_tree_dir or repo.git_dir)
-    request = replace(req, repo=root, base=pr.base_sha, head=pr.head_sha)
-    changeset = build_changeset(request)
-    report, rules = review_changeset(replace(settings, request=request), changeset, stderr)
+    change = replace(req, repo=root, base=pr.base_sha, head=pr.head_sha)
+    changeset = build_changeset(change)
+    report, rules = review_changeset(replace(settings, change=change), changeset, stderr)
     write_report(settings, report, rules, changeset.description, stdout)
     # The whole diff, not only the reviewed paths: it is what GitHub lets us comment on.
-    diff = diff_map(build_changeset(Request(repo=root, base=pr.base_sha, head=pr.head_sha)).changes)
+    diff = diff_map(build_changeset(ChangeSpec(repo=root, base=pr.base_sha, head=pr.head_sha)).changes)
     client = GitHubClient(actions.api_url, actions.token, actions.graphql_url, RetryPolicy.from_env(os.environ)) if actions.token else None
     job = Job(
         actions=actions,

@@ -8,7 +8,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from review_copies.model.findings import Report, Severity, Status
+from review_copies.model.findings import Severity, Status
+from review_copies.model.report import Report
 from review_copies.output.context import RenderContext
 from review_copies.output.markdown import render as render_markdown
 from review_copies.output.workflow_commands import annotation, escape_data

@@ -18,7 +18,8 @@ from typing import Any
 
 from review_copies.github.diff_positions import LineReader
 from review_copies.model.errors import UsageError
-from review_copies.model.findings import Category, Dropped, Finding, Note, Report, Severity, Stats, Status, Suggestion, Verification
+from review_copies.model.findings import Category, Dropped, Finding, Note, Severity, Status, Suggestion, Verification
+from review_copies.model.report import LLMStats, Report, SandboxStats, Stats
 from review_copies.review.engine import FileJob, review_file
 from review_copies.rules import rule_by_code
 
@@ -113,24 +114,27 @@ def _dropped(item: Any) -> Dropped | None:
 
 
 def _stats(value: Any) -> Stats:
-    stats = Stats()
     if not isinstance(value, dict):
-        return stats
-    for key in _STAT_INTS:
-        number = _int(value.get(key))
-        if number is not None and number >= 0:
-            setattr(stats, key, number)
+        return Stats()
+    counts = {key: number for key in _STAT_INTS if (number := _int(value.get(key))) is not None and number >= 0}
     seconds = value.get("seconds")
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
-        stats.seconds = float(seconds)
     skipped = value.get("skipped_files")
-    if isinstance(skipped, dict):
-        stats.skipped = {k[:40]: v for k, v in skipped.items() if isinstance(k, str) and _int(v) is not None and v >= 0}
-    for key in ("llm", "sandbox"):
-        word = _text(value.get(key), 60)
-        if word and re.fullmatch(r"[A-Za-z0-9._:/-]+", word):
-            stats.extra[key] = word
-    return stats
+    words = {key: word for key in ("llm", "sandbox") if (word := _text(value.get(key), 60)) and re.fullmatch(r"[A-Za-z0-9._:/-]+", word)}
+    return Stats(
+        files=counts.get("files", 0),
+        python_files=counts.get("python_files", 0),
+        hunks=counts.get("hunks", 0),
+        tensor_hunks=counts.get("tensor_hunks", 0),
+        seconds=float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0 else 0.0,
+        skipped={k[:40]: v for k, v in skipped.items() if isinstance(k, str) and _int(v) is not None and v >= 0} if isinstance(skipped, dict) else {},
+        llm=LLMStats(
+            model=words.get("llm", "off"),
+            calls=counts.get("llm_calls", 0),
+            prompt_tokens=counts.get("prompt_tokens", 0),
+            completion_tokens=counts.get("completion_tokens", 0),
+        ),
+        sandbox=SandboxStats(state=words.get("sandbox", "off"), runs=counts.get("sandbox_runs", 0)),
+    )
 
 
 # ------------------------------------------------------------------ re-deriving

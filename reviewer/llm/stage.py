@@ -5,9 +5,10 @@ account for tokens, cost and coverage."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO
 
 from review_copies.llm import coverage
@@ -15,18 +16,18 @@ from review_copies.llm.cache import AnswerCache, Cached, request_key
 from review_copies.llm.client import ModelClient, Prompt, RequestFailed, Unavailable
 from review_copies.llm.context import focus
 from review_copies.llm.merge import merge
-from review_copies.llm.options import LLMOptions
+from review_copies.llm.options import LLMOptions, build_options
 from review_copies.llm.prompts import PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
 from review_copies.llm.requests import Request, RequestPlan, plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.llm.validate import AnswerError, Checked, Shown, check_answer, unusable
-from review_copies.model.findings import Category, Finding, Note, Report
+from review_copies.model.findings import Category, Finding, Note
+from review_copies.model.report import LLMStats, Report
+from review_copies.model.settings import PROG, Settings
 from review_copies.review.hunks import TensorHunk
-from review_copies.review.pipeline import StaticResult
+from review_copies.review.static import StaticResult
 from review_copies.review.suppression import directives, is_suppressed
 from review_copies.rules import Rule
-
-PROG = "review-copies"
 
 
 @dataclass
@@ -60,18 +61,15 @@ class LLMStage:
         self.cache = AnswerCache(opts.cache_dir)
 
     def __call__(self, report: Report, static: StaticResult) -> Report:
+        llm = replace(report.stats.llm, model=self.opts.model)
         if not self.categories:
-            report.coverage.append(coverage.no_categories(self.opts.model))
-            return report
+            return _with(report, llm, coverage=[coverage.no_categories(self.opts.model)])
         if not static.hunks:
-            report.coverage.append(coverage.nothing_to_send(self.opts.model))
-            return report
+            return _with(report, llm, coverage=[coverage.nothing_to_send(self.opts.model)])
         prepared = self.prepare(load_book(), static.hunks, [f for f in report.findings if f.source != "llm"])
         client = ModelClient(self.opts)
         outcomes = self._run(prepared, client, static.texts)
-        self._account(report, prepared.plan, outcomes, client)
-        self._merge(report, outcomes, static.texts)
-        return report
+        return self._merge(self._account(report, prepared.plan, outcomes, client), outcomes, static.texts)
 
     # ------------------------------------------------------------------ planning
 
@@ -162,59 +160,86 @@ class LLMStage:
 
     # ------------------------------------------------------------------ results
 
-    def _account(self, report: Report, plan: RequestPlan, outcomes: list[Outcome], client: ModelClient) -> None:
-        stats = report.stats
-        stats.llm_calls += client.calls
-        stats.prompt_tokens += sum(o.prompt_tokens for o in outcomes)
-        stats.completion_tokens += sum(o.completion_tokens for o in outcomes)
+    def _account(self, report: Report, plan: RequestPlan, outcomes: list[Outcome], client: ModelClient) -> Report:
+        prompt_tokens = report.stats.llm.prompt_tokens + sum(o.prompt_tokens for o in outcomes)
+        completion_tokens = report.stats.llm.completion_tokens + sum(o.completion_tokens for o in outcomes)
         left_out = list(plan.left_out) + [(h, o.failure) for o in outcomes if o.failure for h in o.request.hunks]
         total = len(plan.left_out) + sum(len(o.request.hunks) for o in outcomes)
         reviewed = total - len(left_out)
         cached = sum(o.cached for o in outcomes)
         modes = sorted({o.mode for o in outcomes if o.mode})
-        stats.extra.update(
-            {
-                "llm_requests": len(outcomes),
-                "llm_cache_hits": cached,
-                "llm_retries": client.retries,
-                "llm_hunks_reviewed": reviewed,
-                "llm_hunks_not_reviewed": len(left_out),
-                "llm_tokens_estimated": any(o.estimated for o in outcomes),
-                "llm_planned_prompt_tokens": plan.tokens,
-            }
+        cost = self._cost(prompt_tokens, completion_tokens)
+        llm = replace(
+            report.stats.llm,
+            model=self.opts.model,
+            calls=report.stats.llm.calls + client.calls,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            requests=len(outcomes),
+            cache_hits=cached,
+            retries=client.retries,
+            hunks_reviewed=reviewed,
+            hunks_not_reviewed=len(left_out),
+            tokens_estimated=any(o.estimated for o in outcomes),
+            planned_prompt_tokens=plan.tokens,
+            response_format=", ".join(modes) if modes else None,
+            cost_usd=round(cost, 6) if cost is not None else None,
         )
-        if modes:
-            stats.extra["llm_response_format"] = ", ".join(modes)
-        cost = self._cost(stats.prompt_tokens, stats.completion_tokens)
-        if cost is not None:
-            stats.extra["llm_cost_usd"] = round(cost, 6)
-        report.coverage.append(coverage.summary_line(self.opts.model, reviewed, total, len(outcomes), cached))
-        report.coverage.extend(coverage.left_out_lines(left_out))
+        lines = [coverage.summary_line(self.opts.model, reviewed, total, len(outcomes), cached), *coverage.left_out_lines(left_out)]
         if client.down is not None:
             where = f"{self.opts.model} at {self.opts.endpoint}"
             self.stderr.write(f"{PROG}: the LLM ({where}) is unavailable ({client.down}); going on with the static findings\n")
-        if self.cache.problem:
-            report.notes.append(Note(self.cache.problem))
+        notes = [Note(self.cache.problem)] if self.cache.problem else []
+        return _with(report, llm, coverage=lines, notes=notes)
 
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         if self.opts.price_input is None and self.opts.price_output is None:
             return None
         return (prompt_tokens * (self.opts.price_input or 0.0) + completion_tokens * (self.opts.price_output or 0.0)) / 1_000_000
 
-    def _merge(self, report: Report, outcomes: list[Outcome], texts: dict[str, str]) -> None:
+    def _merge(self, report: Report, outcomes: list[Outcome], texts: dict[str, str]) -> Report:
         found: list[Finding] = []
+        dropped = list(report.dropped)
         suppressed = 0
         for outcome in outcomes:
-            report.dropped.extend(outcome.checked.dropped)
+            dropped.extend(outcome.checked.dropped)
             for finding in outcome.checked.findings:
                 if is_suppressed(finding, directives(texts.get(finding.path, ""))):
                     suppressed += 1
                 else:
                     found.append(finding)
         merged = merge(report.findings, found)
-        report.findings = merged.findings
-        extra = report.stats.extra
-        extra["llm_findings"] = len(found) - merged.merged
-        extra["llm_merged_with_static"] = merged.merged
-        extra["llm_lines_corrected"] = sum(o.checked.corrected for o in outcomes)
-        extra["suppressed"] = extra.get("suppressed", 0) + suppressed
+        llm = replace(
+            report.stats.llm,
+            findings=len(found) - merged.merged,
+            merged_with_static=merged.merged,
+            lines_corrected=sum(o.checked.corrected for o in outcomes),
+            suppressed=report.stats.llm.suppressed + suppressed,
+        )
+        return replace(_with(report, llm), findings=merged.findings, dropped=dropped)
+
+
+def _with(report: Report, llm: LLMStats, coverage: Sequence[str] = (), notes: Sequence[Note] = ()) -> Report:
+    """`report` with the LLM's stats, and its coverage lines and notes added."""
+    return replace(
+        report,
+        stats=replace(report.stats, llm=llm),
+        coverage=[*report.coverage, *coverage],
+        notes=[*report.notes, *notes],
+    )
+
+
+def chosen_categories(select: Iterable[str], ignore: Iterable[str], rules: Sequence[type[Rule]]) -> list[Category]:
+    """The categories the LLM is asked about: those the configuration selects (by name or
+    through its selected rules), less those it ignores by name."""
+    selected, ignored = set(select), set(ignore)
+    wanted = set(Category) if not selected else {c for c in Category if c.value in selected} | {r.category for r in rules}
+    return [c for c in Category if c in wanted and c.value not in ignored]
+
+
+def llm_stage(settings: Settings, rules: Sequence[type[Rule]], repo_root: Path | None, stderr: IO[str]) -> LLMStage:
+    """The stage the review runs when the LLM is on; nothing connects before it runs."""
+    if settings.api_key is None:
+        raise ValueError("the LLM stage needs an API key; the command line reviews offline without one")
+    opts = build_options(settings.model, settings.api_key, settings.base_url, settings.llm, repo_root, dict(os.environ))
+    return LLMStage(opts, rules, chosen_categories(settings.select, settings.ignore, rules), stderr)

@@ -1,8 +1,5 @@
-"""The data that flows through the review: findings, their fixes, verdicts and the report.
-
-Everything here is a plain dataclass. Stages create new values and pass them on;
-nothing downstream reaches back into a stage that produced them.
-"""
+"""What the review says: findings in the seven categories, their fixes and verdicts, what
+was dropped and why, notes. Plain frozen dataclasses; `model.report` gathers them."""
 
 from __future__ import annotations
 
@@ -47,7 +44,6 @@ class Severity(str, Enum):
 
 
 _SEVERITY_RANK = {Severity.INFO: 1, Severity.WARNING: 2, Severity.ERROR: 3}
-FAIL_ON_RANK = {"none": 99, "info": 1, "warning": 2, "error": 3}
 
 
 class Status(str, Enum):
@@ -155,61 +151,3 @@ class Note:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
-
-
-@dataclass
-class Stats:
-    files: int = 0
-    python_files: int = 0
-    hunks: int = 0
-    tensor_hunks: int = 0
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    sandbox_runs: int = 0
-    seconds: float = 0.0
-    skipped: dict[str, int] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def skip(self, reason: str, count: int = 1) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + count
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "files": self.files,
-            "hunks": self.hunks,
-            "tensor_hunks": self.tensor_hunks,
-            "llm_calls": self.llm_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "sandbox_runs": self.sandbox_runs,
-            "seconds": round(self.seconds, 3),
-            "python_files": self.python_files,
-            "skipped_files": dict(sorted(self.skipped.items())),
-        }
-        out.update(self.extra)
-        return out
-
-
-@dataclass
-class Report:
-    findings: list[Finding] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
-    notes: list[Note] = field(default_factory=list)
-    stats: Stats = field(default_factory=Stats)
-    # Lines of the change the LLM did not see (issue: coverage is never silent).
-    coverage: list[str] = field(default_factory=list)
-
-    def sorted(self) -> Report:
-        key = _finding_order
-        return Report(
-            findings=sorted(self.findings, key=key),
-            dropped=sorted(self.dropped, key=lambda d: _finding_order(d.finding)),
-            notes=self.notes,
-            stats=self.stats,
-            coverage=self.coverage,
-        )
-
-
-def _finding_order(f: Finding) -> tuple[str, int, int, str]:
-    return (f.path, f.line, f.column, f.rule)

@@ -9,7 +9,7 @@ import pkgutil
 from collections.abc import Callable
 from functools import cache
 
-from review_copies.model.findings import Report
+from review_copies.model.report import Report
 from review_copies.output.context import RenderContext
 
 __all__ = ["RenderContext", "formats", "names", "render"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from review_copies.model.findings import Finding, Report, Severity, Stats, Status
+from review_copies.model.findings import Finding, Severity, Status
+from review_copies.model.report import Report, Stats
 from review_copies.rules import Rule, rule_by_code
 
 VERDICT_WORD = {
@@ -45,16 +46,13 @@ def stats_line(stats: Stats) -> str:
     skipped = sum(stats.skipped.values())
     if skipped:
         parts.append(f"{skipped} skipped ({', '.join(f'{k}: {v}' for k, v in sorted(stats.skipped.items()))})")
-    llm = stats.extra.get("llm", "off")
-    if stats.llm_calls or llm not in ("off", "offline"):
+    if stats.llm_calls or stats.llm.model not in ("off", "offline"):
         parts.append(f"LLM: {stats.llm_calls} call{'s' if stats.llm_calls != 1 else ''}, {stats.prompt_tokens} prompt + {stats.completion_tokens} completion tokens")
-        cost = stats.extra.get("llm_cost_usd")
-        if cost is not None:
-            parts.append(f"about ${cost:.4f}")
+        if stats.llm.cost_usd is not None:
+            parts.append(f"about ${stats.llm.cost_usd:.4f}")
     else:
         parts.append("LLM: off")
-    sandbox = stats.extra.get("sandbox", "off")
-    parts.append(f"sandbox: {stats.sandbox_runs} run{'s' if stats.sandbox_runs != 1 else ''}" if sandbox != "off" else "sandbox: off")
+    parts.append(f"sandbox: {stats.sandbox_runs} run{'s' if stats.sandbox_runs != 1 else ''}" if stats.sandbox.state != "off" else "sandbox: off")
     parts.append(f"{stats.seconds:.1f} s")
     return "; ".join(parts)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from review_copies.model.findings import Report
+from review_copies.model.report import Report
 from review_copies.output.context import RenderContext
 
 NAME = "json"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from review_copies.model.findings import Finding, Report, Status
+from review_copies.model.findings import Finding, Status
+from review_copies.model.report import Report
 from review_copies.output.common import VERDICT_WORD, headline, rules_used, stats_line
 from review_copies.output.context import RenderContext
 

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from review_copies import __version__
-from review_copies.model.findings import CATEGORY_SUMMARY, Category, Finding, Report, Severity
+from review_copies.model.findings import CATEGORY_SUMMARY, Category, Finding, Severity
+from review_copies.model.report import Report
 from review_copies.output.common import plain_explanation, verdict_line
 from review_copies.output.context import RenderContext
 from review_copies.rules import Rule

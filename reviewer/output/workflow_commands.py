@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from review_copies.model.findings import Finding, Report, Severity
+from review_copies.model.findings import Finding, Severity
+from review_copies.model.report import Report
 from review_copies.output.common import headline, stats_line, verdict_line
 from review_copies.output.context import RenderContext
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 from review_copies.analysis.analyze import analyze_file
 from review_copies.analysis.events import FunctionFlow
+from review_copies.analysis.parse import ParsedFile, SourceProblem, mentions_torch, parse
 from review_copies.model.findings import Finding, Note
 from review_copies.review import fixes
 from review_copies.review.hunks import TensorHunk, tensor_hunks, tensor_lines
 from review_copies.review.suppression import directives, is_suppressed
 from review_copies.rules import Hit, Rule, rule_by_code
-from review_copies.analysis.parse import ParsedFile, SourceProblem, mentions_torch, parse
 
 
 @dataclass(frozen=True)

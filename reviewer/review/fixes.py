@@ -6,8 +6,8 @@ import difflib
 import re
 
 import libcst as cst
-from review_copies.model.findings import Suggestion
 from review_copies.analysis.parse import ParsedFile
+from review_copies.model.findings import Suggestion
 
 
 def render(parsed: ParsedFile, old: cst.CSTNode, new: cst.CSTNode) -> Suggestion | None:

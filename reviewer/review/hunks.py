@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
-from review_copies.analysis.values import Kind
 from review_copies.analysis.parse import ParsedFile, Scope
+from review_copies.analysis.values import Kind
 
 # How much of a very long function to show around its changed lines.
 MAX_SCOPE_LINES = 160

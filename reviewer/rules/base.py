@@ -80,8 +80,10 @@ class Rule:
     prefilter: ClassVar[tuple[str, ...]]
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
-    # Default probe recipe for the sandbox: which signature the category checks.
-    probe: ClassVar[str] = ""
+    # The sandbox recipes that can confirm this rule's findings (sandbox.recipes); empty:
+    # the category's. `observable = False`: what the rule is about happens outside torch.
+    recipes: ClassVar[tuple[str, ...]] = ()
+    observable: ClassVar[bool] = True
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         raise NotImplementedError

@@ -17,6 +17,7 @@ from typing import BinaryIO, Protocol
 
 import git
 from review_copies.model.errors import UsageError
+from review_copies.model.settings import ChangeSpec
 from review_copies.source.diff import FileDiff, Hunk, iter_file_diffs
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -305,19 +306,7 @@ def _tree_files(repo: git.Repo, rev: str | None, pathspecs: Sequence[str]) -> It
 # ------------------------------------------------------------------------- building
 
 
-@dataclass(frozen=True)
-class Request:
-    """What the command line asked to review."""
-
-    repo: str | None = None
-    base: str | None = None
-    head: str | None = None
-    diff: str | None = None
-    all: bool = False
-    paths: tuple[str, ...] = ()
-
-
-def build_changeset(req: Request, stdin: BinaryIO | None = None) -> ChangeSet:
+def build_changeset(req: ChangeSpec, stdin: BinaryIO | None = None) -> ChangeSet:
     if req.diff is not None:
         if req.base or req.head:
             raise UsageError("--diff cannot be combined with --base/--head")
@@ -374,7 +363,7 @@ def _working_root(repo: git.Repo) -> Path:
     return Path(repo.working_tree_dir)
 
 
-def _from_working_tree(repo: git.Repo, req: Request) -> ChangeSet:
+def _from_working_tree(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
     root = _working_root(repo)
     specs = _pathspecs(repo, req.paths)
     if req.all:
@@ -389,7 +378,7 @@ def _from_working_tree(repo: git.Repo, req: Request) -> ChangeSet:
     return ChangeSet(root, what, stream(), WorkingTreeSource(root), repo)
 
 
-def _from_revisions(repo: git.Repo, req: Request) -> ChangeSet:
+def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
     specs = _pathspecs(repo, req.paths) if req.paths else []
     head = resolve_commit(repo, req.head) if req.head else None
     if req.base is None:
@@ -422,7 +411,7 @@ def _root_or_none(repo: git.Repo) -> Path | None:
     return Path(repo.working_tree_dir) if repo.working_tree_dir else None
 
 
-def _from_diff_file(req: Request, stdin: BinaryIO | None) -> ChangeSet:
+def _from_diff_file(req: ChangeSpec, stdin: BinaryIO | None) -> ChangeSet:
     repo = open_repo(req.repo) if req.repo else find_repo(Path.cwd())
     root = _root_or_none(repo) if repo else Path.cwd()
     stream = _open_diff(req.diff or "-", stdin)

@@ -28,7 +28,7 @@ No torch here: the reviewer's process uses this module.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 
 RECIPES = (
     "input-mutation",
@@ -67,14 +67,10 @@ CATEGORY_RECIPES: dict[str, tuple[str, ...]] = {
 }
 
 
-def parse(declared: str) -> tuple[str, ...]:
-    """The known recipe names in a rule's `probe` string, in order."""
-    names = [n for n in re.split(r"[\s,+]+", declared.strip()) if n]
-    return tuple(dict.fromkeys(n for n in names if n in RECIPES))
-
-
-def recipes_for(category: str, declared: str = "") -> tuple[str, ...]:
-    return parse(declared) or CATEGORY_RECIPES.get(category, ())
+def recipes_for(category: str, declared: Sequence[str] = ()) -> tuple[str, ...]:
+    """The recipes a rule declares (the known ones, in order), else its category's."""
+    known = tuple(dict.fromkeys(n for n in declared if n in RECIPES))
+    return known or CATEGORY_RECIPES.get(category, ())
 
 
 def needs_for(recipes: list[str] | tuple[str, ...]) -> set[str]:

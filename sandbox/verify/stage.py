@@ -10,45 +10,43 @@ review goes on. This process never imports torch.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import IO, Any
+from dataclasses import dataclass, replace
+from typing import IO
 
-from review_copies.model.findings import Dropped, Finding, Report, Status, Verification
+from review_copies.model.findings import Dropped, Finding, Status, Verification
+from review_copies.model.report import Report
+from review_copies.review.static import StaticResult
 from review_copies.rules import rule_by_code
 from review_copies.sandbox import recipes as recipe_book
 from review_copies.sandbox.isolate import Limits
 from review_copies.sandbox.verify import subjects, verdict
-from review_copies.sandbox.verify.worker import Sandbox, SandboxUnavailable
-
-Stage = Callable[[Report, Any], Report]
+from review_copies.sandbox.verify.client import Sandbox, SandboxUnavailable
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DeviceVerdict:
+    """What the runs on one device decided."""
+
     device: str
     decision: verdict.Decision
 
 
-def make_stage(settings: Any, stderr: IO[str], limits: Limits | None = None, sandbox: Sandbox | None = None) -> Stage:
-    """The stage for review(); `sandbox` lets a caller reuse one warm worker."""
-    wanted = getattr(settings, "device", "auto")
+def sandbox_stage(device: str, stderr: IO[str], limits: Limits | None = None, sandbox: Sandbox | None = None) -> Callable[[Report, StaticResult], Report]:
+    """The stage for `review`: `device` is auto, cpu or cuda; `sandbox` lets a caller reuse
+    one warm worker."""
 
-    def stage(report: Report, static: Any) -> Report:
+    def stage(report: Report, static: StaticResult) -> Report:
         if not report.findings:
-            return report
+            return replace(report, stats=replace(report.stats, sandbox=replace(report.stats.sandbox, state="on")))
         owned = sandbox is None
         worker = sandbox or Sandbox(limits)
         try:
-            return Verifier(worker, wanted, stderr).verify(report, static.texts)
+            return Verifier(worker, device, stderr).verify(report, static.texts)
         finally:
             if owned:
                 worker.close()
 
     return stage
-
-
-# A rule's `probe` when nothing the sandbox observes can decide it.
-UNOBSERVABLE = "unobservable"
 
 
 class Verifier:
@@ -65,17 +63,15 @@ class Verifier:
         return ["cpu", "cuda"] if self.sandbox.info.cuda else ["cpu"]
 
     def verify(self, report: Report, texts: dict[str, str]) -> Report:
+        stats = replace(report.stats.sandbox, state="on")
         try:
             info = self.sandbox.start()
         except SandboxUnavailable as exc:
             self.stderr.write(f"review-copies: the sandbox is unavailable ({exc}); findings are reported unverified\n")
-            report.findings = [f.with_verification(Verification(Status.NOT_RUN, None, f"the sandbox could not start: {exc}")) for f in report.findings]
-            report.stats.extra["sandbox_network"] = f"not isolated: the sandbox did not start ({exc})"
-            return report
-        report.stats.extra.update(info.isolation)
+            unverified = [f.with_verification(Verification(Status.NOT_RUN, None, f"the sandbox could not start: {exc}")) for f in report.findings]
+            stats = replace(stats, network=f"not isolated: the sandbox did not start ({exc})")
+            return replace(report, findings=unverified, stats=replace(report.stats, sandbox=stats))
         devices = self.devices()
-        report.stats.extra["sandbox_devices"] = ", ".join(devices) or "none"
-        report.stats.extra["sandbox_torch"] = info.torch
         runs_before = self.sandbox.runs
         kept, dropped = [], list(report.dropped)
         for finding in report.findings:
@@ -84,9 +80,14 @@ class Verifier:
                 dropped.append(Dropped(checked, self._reason(checked)))
             else:
                 kept.append(checked)
-        report.findings, report.dropped = kept, dropped
-        report.stats.sandbox_runs += self.sandbox.runs - runs_before
-        return report
+        stats = replace(
+            stats,
+            **{k.removeprefix('sandbox_'): v for k, v in info.isolation.items() if k.removeprefix('sandbox_') in ('network', 'filesystem', 'processes', 'proc')},
+            devices=", ".join(devices) or "none",
+            torch=info.torch,
+            runs=stats.runs + self.sandbox.runs - runs_before,
+        )
+        return replace(report, findings=kept, dropped=dropped, stats=replace(report.stats, sandbox=stats))
 
     @staticmethod
     def _reason(finding: Finding) -> str:
@@ -104,13 +105,12 @@ class Verifier:
         except Exception as exc:  # the reviewed code can be anything: never fail the review
             return Verification(Status.INCONCLUSIVE, None, f"could not extract the code: {type(exc).__name__}: {exc}")
         rule = rule_by_code(finding.rule)
-        if rule is not None and rule.probe == UNOBSERVABLE:
+        if rule is not None and not rule.observable:
             return Verification(Status.NOT_RUN, None, "what this rule is about happens outside torch (in NumPy), where the sandbox cannot observe it")
-        recipes = recipe_book.recipes_for(finding.category.value, rule.probe if rule else "")
+        recipes = recipe_book.recipes_for(finding.category.value, rule.recipes if rule else ())
         if not recipes:
             return Verification(Status.NOT_RUN, None, f"no recipe for category {finding.category.value}")
-        outcomes = [Outcome(d, self._probe(finding, subject, recipes, d)) for d in devices]
-        return combine(outcomes)
+        return combine([DeviceVerdict(d, self._probe(finding, subject, recipes, d)) for d in devices])
 
     def _probe(self, finding: Finding, subject: subjects.Subject, recipes: tuple[str, ...], device: str) -> verdict.Decision:
         try:
@@ -132,7 +132,7 @@ class Verifier:
         return verdict.decide(answer["result"], recipes, subject.fixed is not None)
 
 
-def combine(outcomes: list[Outcome]) -> Verification:
+def combine(outcomes: list[DeviceVerdict]) -> Verification:
     """One verdict from one or two devices, saying where they differ."""
     if len(outcomes) == 1:
         o = outcomes[0]

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
+from review_copies.analysis.parse import ParsedFile, Scope, SourceProblem, parse
 from review_copies.model.findings import Finding
 from review_copies.review import fixes
 from review_copies.sandbox.verify import param_facts
-from review_copies.analysis.parse import ParsedFile, Scope, SourceProblem, parse
 
 
 class NotRunnable(Exception):

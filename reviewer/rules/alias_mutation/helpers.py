@@ -29,7 +29,7 @@ class WriteThroughAlias(Rule):
     VIAS: ClassVar[frozenset[str]] = frozenset()
     category = Category.ALIAS_MUTATION
     severity = Severity.WARNING
-    probe = "alias, input-mutation"
+    recipes = ("alias", "input-mutation")
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for write in flow.of(Write):

@@ -59,7 +59,7 @@ class InplaceOnArgument(Rule):
     category = Category.ALIAS_MUTATION
     severity = Severity.WARNING
     prefilter = ("def ",)
-    probe = "input-mutation"
+    recipes = ("input-mutation",)
 
     VALID = (
         Valid(

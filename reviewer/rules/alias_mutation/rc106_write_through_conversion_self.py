@@ -46,7 +46,7 @@ class WriteThroughConversionSelf(WriteThroughAlias):
     name = "write-through-conversion-self"
     prefilter = (".to(", "cpu(", "cuda(", "float(", "double(", "half(", "contiguous(", "reshape(", "flatten(", "type(")
     VIAS = frozenset(("to", "reshape"))
-    probe = "alias, input-mutation"
+    recipes = ("alias", "input-mutation")
 
     VALID = (
         Valid(

@@ -51,7 +51,7 @@ class CopyConstructFromTensor(Rule):
     category = Category.COPY_CONSTRUCT
     severity = Severity.WARNING
     prefilter = ("tensor",)
-    probe = "warning"
+    recipes = ("warning",)
 
     VALID = (
         Valid(

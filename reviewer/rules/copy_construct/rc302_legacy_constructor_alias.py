@@ -53,7 +53,7 @@ class LegacyConstructorAlias(Rule):
     category = Category.COPY_CONSTRUCT
     severity = Severity.WARNING
     prefilter = ("Tensor",)
-    probe = "alias, raises"
+    recipes = ("alias", "raises")
 
     VALID = (
         Valid(

@@ -52,7 +52,7 @@ class AccumulatedAttachedTensor(Rule):
     category = Category.GRAPH_RETENTION
     severity = Severity.WARNING
     prefilter = ("+", "-=")
-    probe = "retention"
+    recipes = ("retention",)
 
     VALID = (
         Valid(

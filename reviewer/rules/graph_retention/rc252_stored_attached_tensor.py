@@ -50,7 +50,7 @@ class StoredAttachedTensor(Rule):
     category = Category.GRAPH_RETENTION
     severity = Severity.WARNING
     prefilter = ("append", "[", "self.", "extend", "insert")
-    probe = "retention"
+    recipes = ("retention",)
 
     VALID = (
         Valid(

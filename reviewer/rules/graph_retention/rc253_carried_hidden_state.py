@@ -54,7 +54,7 @@ class CarriedHiddenState(Rule):
     category = Category.GRAPH_RETENTION
     severity = Severity.ERROR
     prefilter = ("backward",)
-    probe = "retention"
+    recipes = ("retention",)
 
     VALID = (
         Valid(

@@ -54,7 +54,7 @@ class InplaceOnSavedTensor(Rule):
     category = Category.INPLACE_AUTOGRAD
     severity = Severity.ERROR
     prefilter = ("_(", "=", "inplace")
-    probe = "backward"
+    recipes = ("backward",)
 
     VALID = (
         Valid(

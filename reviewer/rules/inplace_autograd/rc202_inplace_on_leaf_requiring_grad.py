@@ -48,7 +48,7 @@ class InplaceOnLeafRequiringGrad(Rule):
     category = Category.INPLACE_AUTOGRAD
     severity = Severity.ERROR
     prefilter = ("_(", "=")
-    probe = "leaf-inplace"
+    recipes = ("leaf-inplace",)
 
     VALID = (
         Valid(

@@ -48,7 +48,7 @@ class DataMutationHidesFromAutograd(Rule):
     category = Category.INPLACE_AUTOGRAD
     severity = Severity.ERROR
     prefilter = (".data",)
-    probe = "silent-grad"
+    recipes = ("silent-grad",)
 
     VALID = (
         Valid(

@@ -51,7 +51,7 @@ class InplaceOnForwardInput(Rule):
     category = Category.INPLACE_AUTOGRAD
     severity = Severity.WARNING
     prefilter = ("forward",)
-    probe = "backward, input-mutation"
+    recipes = ("backward", "input-mutation")
 
     VALID = (
         Valid(

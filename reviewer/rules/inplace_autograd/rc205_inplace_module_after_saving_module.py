@@ -46,7 +46,7 @@ class InplaceModuleAfterSavingModule(Rule):
     category = Category.INPLACE_AUTOGRAD
     severity = Severity.ERROR
     prefilter = ("inplace=True",)
-    probe = "backward"
+    recipes = ("backward",)
 
     VALID = (
         Valid(

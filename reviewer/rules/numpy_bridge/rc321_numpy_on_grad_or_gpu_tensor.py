@@ -50,7 +50,7 @@ class NumpyOnGradOrGpuTensor(Rule):
     category = Category.NUMPY_BRIDGE
     severity = Severity.ERROR
     prefilter = ("numpy", "asarray", "array(")
-    probe = "raises"
+    recipes = ("raises",)
 
     VALID = (
         Valid(

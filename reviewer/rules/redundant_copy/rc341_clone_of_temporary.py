@@ -42,7 +42,7 @@ class CloneOfTemporary(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("clone(",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

@@ -45,7 +45,7 @@ class CloneBeforeCopyingConversion(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("clone()",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

@@ -45,7 +45,7 @@ class CloneThenDetach(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("clone().detach()",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

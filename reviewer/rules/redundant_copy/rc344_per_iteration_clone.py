@@ -52,7 +52,7 @@ class PerIterationCloneIntoNewTensor(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("clone(",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

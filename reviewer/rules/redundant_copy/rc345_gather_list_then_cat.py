@@ -45,7 +45,7 @@ class GatherListThenCat(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("all_gather",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

@@ -41,7 +41,7 @@ class CopyThenQuantize(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("quantize",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

@@ -44,7 +44,7 @@ class DensifyToCopy(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("to_dense",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

@@ -41,7 +41,7 @@ class CloneIntoSlot(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("clone()",)
-    probe = "copy-bytes"
+    recipes = ("copy-bytes",)
 
     VALID = (
         Valid(

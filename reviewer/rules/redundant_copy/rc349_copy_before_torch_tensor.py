@@ -43,7 +43,8 @@ class CopyBeforeTorchTensor(Rule):
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
     prefilter = ("copy(",)
-    probe = "unobservable"  # the first copy is NumPy's
+    recipes = ()
+    observable = False  # the first copy is NumPy's
 
     VALID = (
         Valid(

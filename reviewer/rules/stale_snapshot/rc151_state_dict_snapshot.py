@@ -54,7 +54,7 @@ class StateDictSnapshot(Rule):
     category = Category.STALE_SNAPSHOT
     severity = Severity.WARNING
     prefilter = ("state_dict",)
-    probe = "snapshot"
+    recipes = ("snapshot",)
 
     VALID = (
         Valid(

@@ -49,7 +49,7 @@ class ParametersSnapshot(Rule):
     category = Category.STALE_SNAPSHOT
     severity = Severity.WARNING
     prefilter = ("parameters", "weight", "bias")
-    probe = "snapshot"
+    recipes = ("snapshot",)
 
     VALID = (
         Valid(

@@ -49,7 +49,7 @@ class ReusedBufferAppended(Rule):
     category = Category.STALE_SNAPSHOT
     severity = Severity.WARNING
     prefilter = ("append", "[", "insert")
-    probe = "snapshot"
+    recipes = ("snapshot",)
 
     VALID = (
         Valid(

@@ -49,7 +49,7 @@ class ShallowCopySnapshot(Rule):
     category = Category.STALE_SNAPSHOT
     severity = Severity.WARNING
     prefilter = ("copy", "list(", "dict(")
-    probe = "snapshot"
+    recipes = ("snapshot",)
 
     VALID = (
         Valid(

@@ -44,7 +44,7 @@ class AliasKeptAsSnapshot(Rule):
     category = Category.STALE_SNAPSHOT
     severity = Severity.WARNING
     prefilter = ("=",)
-    probe = "snapshot"
+    recipes = ("snapshot",)
 
     VALID = (
         Valid(

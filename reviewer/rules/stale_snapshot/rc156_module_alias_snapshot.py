@@ -49,7 +49,7 @@ class ModuleAliasSnapshot(Rule):
     category = Category.STALE_SNAPSHOT
     severity = Severity.WARNING
     prefilter = ("=",)
-    probe = "snapshot"
+    recipes = ("snapshot",)
 
     VALID = (
         Valid(

@@ -89,7 +89,7 @@ class Sandbox:
         # The zygote's temp dir lives here and a probe runs as its own uid: without
         # search permission, absolute paths into the probe's own directory fail.
         os.chmod(self._home, 0o711)
-        boot = "from review_copies.sandbox.probe.zygote import main; main()"
+        boot = "from review_copies.sandbox.worker.zygote import main; main()"
         argv = [self.python, "-I", "-c", boot] + (["--isolation=none"] if self.isolation == "none" else [])
         started = time.perf_counter()
         try:

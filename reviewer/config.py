@@ -1,49 +1,32 @@
-"""`[tool.review-copies]` in the reviewed repository's pyproject.toml, merged with flags."""
+"""`[tool.review-copies]` in the reviewed repository's pyproject.toml, checked once: every
+mistake is a one-line error (exit 2). The keys and their types are declared in
+`model.settings`."""
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from review_copies.model.errors import UsageError
-
-DEVICES = ("auto", "cpu", "cuda")
-FAIL_ON = ("none", "info", "warning", "error")
-
-
-@dataclass(frozen=True)
-class FileConfig:
-    """What the configuration file says; None where it says nothing."""
-
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    model: str | None = None
-    base_url: str | None = None
-    sandbox: bool | None = None
-    device: str | None = None
-    fail_on: str | None = None
-    llm: dict[str, Any] = field(default_factory=dict)
-    source: str = ""
-
+from review_copies.model.settings import DEVICES, FAIL_ON, LLM_OPTIONS, ChangeSpec, FileConfig
+from review_copies.rules import known_selector
+from review_copies.source.changes import find_repo
 
 _LIST_KEYS = ("select", "ignore", "exclude")
 _STR_KEYS = {"model": None, "base-url": None, "device": DEVICES, "fail-on": FAIL_ON}
-# Tuning of the LLM stage (token budget, concurrency, prices): see reviewer.llm.
-LLM_KEYS = {
-    "llm-budget-tokens": int,
-    "llm-request-tokens": int,
-    "llm-max-output-tokens": int,
-    "llm-concurrency": int,
-    "llm-timeout": (int, float),
-    "llm-retries": int,
-    "llm-backoff": (int, float),
-    "llm-cache-dir": str,
-    "price-per-million-input": (int, float),
-    "price-per-million-output": (int, float),
-}
+_LLM_KEYS = {option.key: option for option in LLM_OPTIONS}
+
+
+def config_root(change: ChangeSpec) -> Path | None:
+    """Where pyproject.toml is looked for: the reviewed repository's root."""
+    start = Path(change.repo) if change.repo else Path.cwd()
+    if not start.is_dir():
+        return None
+    repo = find_repo(start)
+    if repo is not None and repo.working_tree_dir:
+        return Path(repo.working_tree_dir)
+    return start
 
 
 def load(root: Path | None) -> FileConfig:
@@ -65,10 +48,8 @@ def load(root: Path | None) -> FileConfig:
 
 
 def parse_table(table: dict[str, Any], source: str) -> FileConfig:
-    from review_copies.rules import known_selector
-
     where = f"[tool.review-copies] in {source}"
-    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_STR_KEYS) - {"sandbox"} - set(LLM_KEYS))
+    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_STR_KEYS) - {"sandbox"} - set(_LLM_KEYS))
     if unknown:
         raise UsageError(f"bad configuration: unknown key '{unknown[0]}' in {where}")
     lists: dict[str, tuple[str, ...]] = {}
@@ -95,10 +76,10 @@ def parse_table(table: dict[str, Any], source: str) -> FileConfig:
     if sandbox is not None and not isinstance(sandbox, bool):
         raise UsageError(f"bad configuration: 'sandbox' in {where} must be true or false")
     llm: dict[str, Any] = {}
-    for key, kind in LLM_KEYS.items():
+    for key, option in _LLM_KEYS.items():
         if key in table:
             value = table[key]
-            if not isinstance(value, kind) or isinstance(value, bool):
+            if not isinstance(value, option.kinds) or isinstance(value, bool):
                 raise UsageError(f"bad configuration: '{key}' in {where} has the wrong type")
             llm[key] = value
     return FileConfig(

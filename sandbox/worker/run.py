@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from review_copies.sandbox.probe import inputs as synth
-from review_copies.sandbox.probe.observe import (
+from review_copies.sandbox.recipes import needs_for
+from review_copies.sandbox.worker import inputs as synth
+from review_copies.sandbox.worker.observe import (
     CopyNodes,
     Entry,
     LineWatch,
@@ -35,7 +36,6 @@ from review_copies.sandbox.probe.observe import (
     graph_tensors,
     overlaps,
 )
-from review_copies.sandbox.recipes import needs_for
 
 MAX_MESSAGE = 300
 
@@ -447,7 +447,7 @@ def _fresh_module(out: Any, inputs: dict[str, Any]) -> bool:
 
 
 def _copy(obj: Any) -> Any:
-    from review_copies.sandbox.probe.observe import copy_value
+    from review_copies.sandbox.worker.observe import copy_value
 
     return copy_value(obj)
 

@@ -69,7 +69,7 @@ class Zygote:
         # Imports only, no op: the first dispatch mode pulls in torch._dynamo (~0.9 s),
         # which every probe would otherwise pay again.
         import torch._dynamo
-        from review_copies.sandbox.probe import run  # noqa: F401
+        from review_copies.sandbox.worker import run  # noqa: F401
 
         self.warm_seconds = time.perf_counter() - started
         self.cuda = _cuda_present(torch)
@@ -216,7 +216,7 @@ class Zygote:
             request = {**request, "workdir": workdir}
             if cuda:
                 self._exec_cuda(request, env, result_w)
-            from review_copies.sandbox.probe import run
+            from review_copies.sandbox.worker import run
 
             answer = {"ok": True, "result": run.run(request)}
         except BaseException as exc:
@@ -234,7 +234,7 @@ class Zygote:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(request, fh)
         os.set_inheritable(result_w, True)
-        boot = f"from review_copies.sandbox.probe.cuda_child import main; main({path!r}, {result_w})"
+        boot = f"from review_copies.sandbox.worker.cuda_child import main; main({path!r}, {result_w})"
         os.execve(sys.executable, [sys.executable, "-I", "-c", boot], {**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
 
 

@@ -23,7 +23,7 @@ def main(request_path: str, result_fd: int) -> None:
         else:
             # Keep a runaway probe from taking the whole GPU from the user's other work.
             torch.cuda.set_per_process_memory_fraction(0.25)
-            from review_copies.sandbox.probe import run
+            from review_copies.sandbox.worker import run
 
             answer = {"ok": True, "result": run.run(request)}
     except BaseException as exc:

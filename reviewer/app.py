@@ -1,0 +1,52 @@
+"""The use case the command line and the GitHub side share: review a change set with the
+stages the settings ask for, write the report, say the exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO
+
+from review_copies.config import config_root
+from review_copies.llm.offline import offline_stage
+from review_copies.model.errors import UsageError
+from review_copies.model.report import Report
+from review_copies.model.settings import FAIL_ON_RANK, Settings
+from review_copies.output import RenderContext, render
+from review_copies.review.pipeline import Stage, review
+from review_copies.review.static import StaticOptions
+from review_copies.rules import Rule, select_rules
+from review_copies.sandbox.verify.stage import sandbox_stage
+from review_copies.source.changes import ChangeSet
+
+
+def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) -> tuple[Report, tuple[type[Rule], ...]]:
+    rules = select_rules(settings.select, settings.ignore)
+    stages: list[Stage] = []
+    if settings.offline:
+        stages.append(offline_stage("no OPENAI_API_KEY" if settings.api_key is None else "--offline"))
+    else:
+        # Imported here: the client (openai) stays off the import path of offline reviews.
+        from review_copies.llm.stage import llm_stage
+
+        stages.append(llm_stage(settings, rules, config_root(settings.change), stderr))
+    if settings.sandbox:
+        stages.append(sandbox_stage(settings.device, stderr))
+    options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline)
+    return review(changeset, options, stages), rules
+
+
+def write_report(settings: Settings, report: Report, rules: tuple[type[Rule], ...], description: str, stdout: IO[str], color: bool = False) -> None:
+    text = render(report, settings.fmt, RenderContext(rules=rules, color=color, description=description))
+    if settings.output:
+        try:
+            Path(settings.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {settings.output}: {exc.strerror}") from None
+    else:
+        stdout.write(text)
+        stdout.flush()
+
+
+def exit_status(report: Report, fail_on: str) -> int:
+    threshold = FAIL_ON_RANK[fail_on]
+    return 1 if any(f.severity.rank >= threshold for f in report.findings) else 0
