@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from review_copies.sandbox.protocol import ProbeRequest, Side, Subject, Watch, encode
 from review_copies.sandbox.verify.client import Sandbox, clean_env
 
 MINIMAL = "import torch\ndef f(x):\n    return x\n"
@@ -34,19 +35,16 @@ TYPICAL = textwrap.dedent(
 ).lstrip("\n")
 
 
-def _side(source: str, watch: tuple[int, int], names: list[str]) -> dict:
+def _side(source: str, watch: tuple[int, int], names: tuple[str, ...]) -> Side:
     lines = source.count("\n")
-    return {"source": source, "filename": "bench.py", "target": ["f"], "fn_span": [2, lines], "watch": {"span": list(watch), "names": names, "kind": "assign"}}
+    return Side(source, "bench.py", ("f",), (2, lines), Watch(watch, names, "assign"))
 
 
-def requests() -> dict[str, dict]:
+def requests() -> dict[str, ProbeRequest]:
     fixed = TYPICAL.replace("torch.tensor(x)", "x.detach().clone()")
     return {
-        "minimal": {"op": "probe", "device": "cpu", "signatures": [], "sides": {"original": _side(MINIMAL, (3, 3), []), "fixed": _side(MINIMAL, (3, 3), [])}},
-        "typical": {
-            "op": "probe", "device": "cpu", "signatures": ["warning"],
-            "sides": {"original": _side(TYPICAL, (3, 3), ["y"]), "fixed": _side(fixed, (3, 3), ["y"])},
-        },
+        "minimal": ProbeRequest("cpu", (), Subject(_side(MINIMAL, (3, 3), ()), _side(MINIMAL, (3, 3), ()))),
+        "typical": ProbeRequest("cpu", ("warning",), Subject(_side(TYPICAL, (3, 3), ("y",)), _side(fixed, (3, 3), ("y",)))),
     }
 
 
@@ -68,16 +66,16 @@ def main() -> None:
     print(f"cold `python -c 'import torch'`: median {cold * 1000:.0f} ms of {args.cold}")
     with Sandbox() as sb:
         print(f"worker start (import torch + torch._dynamo + isolation check): {sb.info.start_seconds * 1000:.0f} ms")
-        print(f"isolation: {', '.join(f'{k}={v}' for k, v in sb.info.isolation.items())}")
+        print(f"isolation: {', '.join(f'{k}={v}' for k, v in encode(sb.info.isolation).items())}")
         for name, request in requests().items():
             answer = sb.run(request)  # the first probe of a kind warms nothing in the worker, but keep it out
-            assert answer.get("ok"), answer
+            assert answer.ok, answer
             walls = []
             for _ in range(args.probes):
                 started = time.perf_counter()
                 answer = sb.run(request)
                 walls.append(time.perf_counter() - started)
-                assert answer.get("ok"), answer
+                assert answer.ok, answer
             walls.sort()
             median = statistics.median(walls)
             p90 = walls[int(0.9 * (len(walls) - 1))]

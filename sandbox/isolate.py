@@ -33,7 +33,8 @@ import socket
 import stat
 import struct
 import sys
-from dataclasses import dataclass, field
+
+from review_copies.sandbox.protocol import Capabilities, Limits
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -102,65 +103,6 @@ def prctl(option: int, arg: int) -> None:
 
 def set_dumpable(on: bool) -> None:
     prctl(PR_SET_DUMPABLE, 1 if on else 0)
-
-
-# --------------------------------------------------------------------------- plan
-
-
-@dataclass(frozen=True)
-class Limits:
-    cpu_seconds: int = 20
-    wall_seconds: float = 30.0
-    # Address-space cap, CPU runs only (CUDA reserves huge virtual ranges).
-    memory_bytes: int = 3 << 30
-    file_bytes: int = 16 << 20
-    open_files: int = 256
-    processes: int = 64
-    tmpfs_bytes: int = 64 << 20
-    output_bytes: int = 4 << 20
-
-    def to_json(self) -> dict[str, float]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    @classmethod
-    def from_json(cls, data: dict[str, float]) -> Limits:
-        return cls(**{k: type(getattr(cls(), k))(v) for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-@dataclass
-class Capabilities:
-    """What this host lets the sandbox do, found once by trying it in a throwaway child."""
-
-    namespaces: bool = False
-    user_namespace: bool = False
-    readonly_fs: bool = False
-    fresh_proc: bool = False
-    uid_drop: bool = False
-    probe_uid: int | None = None
-    problems: list[str] = field(default_factory=list)
-
-    def describe(self) -> dict[str, str]:
-        why = "; ".join(self.problems) or "unknown"
-        out = {
-            "sandbox_network": "namespace" if self.namespaces else f"not isolated: {why}",
-            "sandbox_filesystem": "read-only mounts, private tmpfs" if self.readonly_fs else (
-                "file permissions of an unprivileged uid, private temp dir" if self.uid_drop else f"not isolated: {why}"
-            ),
-            "sandbox_processes": "pid namespace" if self.namespaces else (
-                "process group, uid-wide kill" if self.uid_drop else "process group only (a setsid grandchild can escape)"
-            ),
-            "sandbox_proc": "private /proc" if self.fresh_proc else (
-                "other processes' environment unreadable (different uid)" if self.uid_drop else "host /proc visible"
-            ),
-        }
-        return out
-
-    def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_json(cls, data: dict[str, object]) -> Capabilities:
-        return cls(**data)  # type: ignore[arg-type]
 
 
 def package_paths() -> list[str]:

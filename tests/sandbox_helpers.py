@@ -8,7 +8,7 @@ import io
 import textwrap
 
 from review_copies.model.findings import Category, Finding, Severity, Suggestion, Verification
-from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.protocol import Limits
 from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.verify.stage import Verifier
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from review_copies.model.findings import Category
 from review_copies.sandbox import recipes as recipe_book
+from review_copies.sandbox.protocol import ProbeRequest, VariantRun, decode, encode
 from review_copies.sandbox.verify import subjects, verdict
 
 from tests.sandbox_helpers import finding, worker
@@ -18,9 +19,9 @@ def probe(code: str, line: int, category: str, fix: str | None = None, fix_lines
     f, text = finding(code, line, category, fix, fix_lines)
     subject = subjects.build(f, text)
     chosen = recipe_book.recipes_for(Category(category).value, recipes)
-    answer = worker().run({"op": "probe", "device": "cpu", "signatures": list(chosen), "sides": subject.to_json(), "probe": ""})
-    assert answer["ok"], answer
-    return verdict.decide(answer["result"], chosen, subject.fixed is not None), answer["result"]["search"]
+    answer = worker().run(ProbeRequest(device="cpu", recipes=chosen, subject=subject))
+    assert answer.ok and answer.result is not None, answer
+    return verdict.decide(answer.result, chosen, subject.fixed is not None), encode(answer.result.search)
 
 
 def test_a_shape_unpacked_into_four_names_is_a_4d_tensor() -> None:
@@ -330,9 +331,9 @@ def test_an_input_difference_from_removing_the_write_on_the_findings_line_is_the
 
     cmp = {"comparable": True, "outputs": [], "final_inputs": [{"path": "x", "what": "values", "max_abs_diff": 0.5}]}
     removed = [{"variant": "grad", "original": side(True, [15, 16], True), "fixed": side(True, [15], False), "compare": cmp}]
-    assert verdict.fix_break(removed) is None
+    assert verdict.fix_break(tuple(decode(VariantRun, r) for r in removed)) is None
     kept = [{"variant": "grad", "original": side(True, [15, 16], True), "fixed": side(True, [15, 16], True), "compare": cmp}]
-    assert verdict.fix_break(kept) == ("inputs", "the fix changes what the inputs hold afterwards: `x` differs (max abs diff 0.5)")
+    assert verdict.fix_break(tuple(decode(VariantRun, r) for r in kept)) == ("inputs", "the fix changes what the inputs hold afterwards: `x` differs (max abs diff 0.5)")
 
 
 def test_a_slice_bound_is_an_integer_even_inside_arithmetic() -> None:

@@ -172,4 +172,4 @@ def test_the_files_module_classes_and_factories_are_described_and_kept() -> None
     kept = side.source.splitlines()
     assert "class Net(Block):" in kept and "def make_batch(n):" in kept
     assert "net = Net()" not in kept  # module-level work is still never kept
-    assert side.to_json()["inputs"]["params"]["model"]["methods"] == ["encoder"]
+    assert side.facts["params"]["model"]["methods"] == ["encoder"]

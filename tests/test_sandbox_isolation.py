@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from review_copies.model.findings import Status
 from review_copies.model.report import Report
-from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.protocol import Limits
 from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.verify.stage import Verifier
 
@@ -85,12 +85,12 @@ sys.path.insert(0, sys.argv[1])
 from review_copies.model.findings import Category, Finding, Severity
 from review_copies.sandbox.verify.stage import Verifier
 from review_copies.sandbox.verify.client import Sandbox
-from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.protocol import Limits, encode
 cases = json.loads(sys.argv[2])
 out = {}
 with Sandbox(Limits(wall_seconds=15, cpu_seconds=10)) as sb:
-    out["isolation"] = sb.info.isolation
-    out["caps"] = sb.info.caps
+    out["isolation"] = encode(sb.info.isolation)
+    out["caps"] = encode(sb.info.caps)
     verifier = Verifier(sb, "cpu", io.StringIO())
     for name, (code, line) in cases.items():
         f = Finding("hostile.py", line, line, Category.ALIAS_MUTATION, "X999", Severity.WARNING, "m")
@@ -190,10 +190,10 @@ def test_probe_cannot_write_outside_its_temp_dir(hostile) -> None:
 def test_isolation_is_reported(hostile) -> None:
     iso = hostile["isolation"]
     if hostile["caps"].get("namespaces"):
-        assert iso["sandbox_network"] == "namespace"
-        assert iso["sandbox_processes"] == "pid namespace"
+        assert iso["network"] == "namespace"
+        assert iso["processes"] == "pid namespace"
     else:
-        assert iso["sandbox_network"].startswith("not isolated: ")
+        assert iso["network"].startswith("not isolated: ")
 
 
 # ------------------------------------------------------------------ limits
@@ -274,12 +274,12 @@ def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
     assert elapsed < 5 + 2 + 2 + 8
     assert out.stats.sandbox_runs == 4
     time.sleep(0.2)
-    assert _probe_processes(sb.info.caps.get("probe_uid")) == [], "a forked or setsid process outlived its probe"
+    assert _probe_processes(sb.info.caps.probe_uid) == [], "a forked or setsid process outlived its probe"
 
 
 def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:
     with Sandbox(Limits(wall_seconds=4, cpu_seconds=2), isolation="none") as sb:
-        assert sb.info.isolation["sandbox_network"].startswith("not isolated: ")
+        assert sb.info.isolation.network.startswith("not isolated: ")
         spin, spin_text = finding(SPIN, 3, "alias-mutation")
         leak, leak_text = finding(LEAK, 3, "alias-mutation")
         verifier = Verifier(sb, "cpu", io.StringIO())

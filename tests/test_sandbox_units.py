@@ -8,6 +8,8 @@ import pytest
 from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion
 from review_copies.rules import all_rules
 from review_copies.sandbox import recipes
+from review_copies.sandbox.recipes import base
+from review_copies.sandbox.recipes.base import Recipe
 from review_copies.sandbox.verify import subjects, verdict
 from review_copies.sandbox.verify.stage import DeviceVerdict, combine
 
@@ -102,8 +104,9 @@ def test_recipes_from_rules_and_categories() -> None:
     for rule in all_rules():
         if not rule.observable:
             continue  # verified as not-run on purpose (Rule.observable)
-        assert all(name in recipes.RECIPES for name in rule.recipes), f"{rule.code} declares an unknown recipe in {rule.recipes!r}"
-    assert set(verdict.DECIDERS) == set(recipes.RECIPES) == set(recipes.NEEDS)
+        assert all(name in recipes.names() for name in rule.recipes), f"{rule.code} declares an unknown recipe in {rule.recipes!r}"
+    assert set(recipes.names()) == {name for names in recipes.CATEGORY_RECIPES.values() for name in names} | {"copy-bytes"}
+    assert all(r.needs and type(r).decide is not Recipe.decide for r in recipes.registry().values())
 
 
 def _o(device: str, status: str, evidence: str, recipe: str = "") -> DeviceVerdict:
@@ -131,6 +134,6 @@ def test_a_problem_seen_on_one_device_only_is_confirmed_there() -> None:
 
 
 def test_evidence_numbers() -> None:
-    assert verdict.size(4 << 20) == "4.0 MiB" and verdict.size(128) == "128 B"
-    assert verdict.num(0.0312345) == "0.0312" and verdict.num(1.0) == "1"
-    assert verdict.short_error("RuntimeError: boom. Hint: enable anomaly detection") == "RuntimeError: boom."
+    assert base.size(4 << 20) == "4.0 MiB" and base.size(128) == "128 B"
+    assert base.num(0.0312345) == "0.0312" and base.num(1.0) == "1"
+    assert base.short_error("RuntimeError: boom. Hint: enable anomaly detection") == "RuntimeError: boom."

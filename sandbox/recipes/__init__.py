@@ -1,60 +1,33 @@
-"""The probe-recipe vocabulary: which signature of a copy problem the sandbox looks for.
-
-A rule names its recipe in `probe` (one name, or several separated by commas, any of
-which may confirm); a finding without one (an LLM finding, or a rule that declares
-none) gets its category's recipes. Each recipe says what the child must measure
-(`NEEDS`), and `sandbox.verdict` holds how each one decides.
+"""The recipes: each one signature of a copy problem the sandbox can look for, in one
+module with what it asks the worker to measure and how it decides. A rule names its
+recipes (`Rule.recipes`); a finding without them (an LLM finding) gets its category's.
 
 | recipe           | the original shows it when ...                                   |
 | ---------------- | ---------------------------------------------------------------- |
 | `input-mutation` | an argument was modified (version, dispatch write, or values)    |
 | `alias`          | the finding's value shares memory with another name, or a write  |
 |                  | on the finding's line reaches a tensor under another name        |
-| `snapshot`       | the finding's value changed after it was taken (during the call  |
-|                  | or after a later in-place step on the inputs)                    |
-| `retention`      | tensors attached to the graph outlive their step: the autograd   |
-|                  | nodes kept alive grow with the number of steps, or state keeps   |
-|                  | them                                                             |
+| `snapshot`       | the finding's value changed after it was taken                   |
+| `retention`      | autograd nodes kept alive grow with the steps, or state keeps them |
 | `warning`        | torch warned (copy-construct warning and the like)               |
 | `raises`         | the original raised where the fix ran                            |
 | `backward`       | backward raised "modified by an inplace operation"               |
 | `leaf-inplace`   | an in-place op on a leaf that requires grad raised               |
-| `silent-grad`    | autograd's gradients disagree with finite differences, or a saved|
-|                  | tensor was overwritten without a version bump                    |
+| `silent-grad`    | gradients disagree with finite differences, or a saved tensor    |
+|                  | was overwritten without a version bump                           |
 | `copy-bytes`     | the fix copies fewer bytes (or records fewer copies in the graph)|
 
-No torch here: the reviewer's process uses this module.
+Adding a recipe is adding a module here. No torch: the reviewer's process uses these.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Sequence
+from functools import cache
 
-RECIPES = (
-    "input-mutation",
-    "alias",
-    "snapshot",
-    "retention",
-    "warning",
-    "raises",
-    "backward",
-    "leaf-inplace",
-    "silent-grad",
-    "copy-bytes",
-)
-
-NEEDS: dict[str, frozenset[str]] = {
-    "input-mutation": frozenset({"strided"}),
-    "alias": frozenset({"watch", "later_step", "strided"}),
-    "snapshot": frozenset({"watch", "later_step"}),
-    "retention": frozenset({"retention"}),
-    "warning": frozenset({"strict"}),
-    "raises": frozenset({"strict"}),
-    "backward": frozenset({"backward", "strict"}),
-    "leaf-inplace": frozenset({"strict"}),
-    "silent-grad": frozenset({"backward", "gradcheck", "saved"}),
-    "copy-bytes": frozenset({"strict", "strided"}),
-}
+from review_copies.sandbox.recipes.base import Recipe
 
 CATEGORY_RECIPES: dict[str, tuple[str, ...]] = {
     "alias-mutation": ("input-mutation", "alias"),
@@ -67,14 +40,36 @@ CATEGORY_RECIPES: dict[str, tuple[str, ...]] = {
 }
 
 
+@cache
+def registry() -> dict[str, Recipe]:
+    found: dict[str, Recipe] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Recipe) and obj is not Recipe and obj.__module__ == module.__name__:
+                found[obj.name] = obj()
+    return found
+
+
+def recipe(name: str) -> Recipe:
+    return registry()[name]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(sorted(registry()))
+
+
 def recipes_for(category: str, declared: Sequence[str] = ()) -> tuple[str, ...]:
     """The recipes a rule declares (the known ones, in order), else its category's."""
-    known = tuple(dict.fromkeys(n for n in declared if n in RECIPES))
+    known = tuple(dict.fromkeys(n for n in declared if n in registry()))
     return known or CATEGORY_RECIPES.get(category, ())
 
 
-def needs_for(recipes: list[str] | tuple[str, ...]) -> set[str]:
+def needs_for(recipes: Sequence[str]) -> set[str]:
     out: set[str] = set()
     for name in recipes:
-        out |= NEEDS.get(name, frozenset())
+        if name in registry():
+            out |= registry()[name].needs
     return out

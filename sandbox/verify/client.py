@@ -16,8 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from review_copies.sandbox import isolate, protocol
 
@@ -51,8 +50,8 @@ def clean_env(home: str) -> dict[str, str]:
 class WorkerInfo:
     torch: str = ""
     cuda: bool = False
-    isolation: dict[str, str] = field(default_factory=dict)
-    caps: dict[str, Any] = field(default_factory=dict)
+    caps: protocol.Capabilities = field(default_factory=protocol.Capabilities)
+    isolation: protocol.Isolation = field(default_factory=lambda: protocol.Capabilities(problems=["the worker has not started"]).describe())
     import_seconds: float = 0.0
     start_seconds: float = 0.0
 
@@ -60,8 +59,8 @@ class WorkerInfo:
 class Sandbox:
     """One warm worker. Use as a context manager, or call close()."""
 
-    def __init__(self, limits: isolate.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0) -> None:
-        self.limits = limits or isolate.Limits()
+    def __init__(self, limits: protocol.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0) -> None:
+        self.limits = limits or protocol.Limits()
         self.isolation = isolation
         self.python = python or sys.executable
         self.start_timeout = start_timeout
@@ -101,14 +100,13 @@ class Sandbox:
             raise SandboxUnavailable(f"cannot start {self.python}: {exc.strerror}") from None
         try:
             assert self._proc.stdout is not None
-            hello = protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, time.monotonic() + self.start_timeout)
-        except protocol.FrameError as exc:
+            hello = protocol.decode(protocol.Hello, protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, time.monotonic() + self.start_timeout))
+        except (protocol.FrameError, protocol.MessageError) as exc:
             self.close()
             raise SandboxUnavailable(f"the sandbox worker did not start ({exc}); is torch installed for {self.python}?") from None
         self.info = WorkerInfo(
-            torch=hello.get("torch", ""), cuda=bool(hello.get("cuda")), isolation=hello.get("isolation", {}),
-            caps=hello.get("caps", {}), import_seconds=float(hello.get("import_seconds", 0.0)),
-            start_seconds=time.perf_counter() - started,
+            torch=hello.torch, cuda=hello.cuda, caps=hello.caps, isolation=hello.caps.describe(),
+            import_seconds=hello.import_seconds, start_seconds=time.perf_counter() - started,
         )
         self._protect_secrets()
         return self.info
@@ -117,37 +115,37 @@ class Sandbox:
         """Without a private /proc or a separate uid a probe could read this process's
         environment (API keys) through /proc; making it non-dumpable closes that."""
         caps = self.info.caps
-        if not caps.get("fresh_proc") and not caps.get("uid_drop"):
+        if not caps.fresh_proc and not caps.uid_drop:
             try:
                 isolate.set_dumpable(False)
-                self.info.isolation["sandbox_proc"] = "reviewer process made non-dumpable (no private /proc here)"
+                self.info.isolation = replace(self.info.isolation, proc="reviewer process made non-dumpable (no private /proc here)")
             except OSError:
                 pass
 
-    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+    def run(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
         """Send one probe and wait for its answer; a dead worker is restarted once."""
-        request = {**request, "limits": self.limits.to_json(), "id": next(self._ids)}
+        request = replace(request, limits=self.limits, id=next(self._ids))
         for attempt in (1, 2):
             if not self.alive:
                 try:
                     self.start()
                 except SandboxUnavailable as exc:
-                    return {"ok": False, "error": str(exc)}
+                    return protocol.ProbeAnswer(ok=False, error=str(exc), id=request.id)
             try:
                 return self._exchange(request)
-            except (protocol.FrameError, OSError) as exc:
+            except (protocol.FrameError, protocol.MessageError, OSError) as exc:
                 self.close()
                 if attempt == 2:
-                    return {"ok": False, "error": f"the sandbox worker failed: {exc}"}
+                    return protocol.ProbeAnswer(ok=False, error=f"the sandbox worker failed: {exc}", id=request.id)
         raise AssertionError("unreachable")
 
-    def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _exchange(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
         assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
-        protocol.write_frame(self._proc.stdin.fileno(), request)
+        protocol.write_frame(self._proc.stdin.fileno(), {"op": "probe", "request": request})
         self.runs += 1
         deadline = time.monotonic() + self.limits.wall_seconds + 30.0
-        answer = protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, deadline)
-        if answer.get("id") != request["id"]:
+        answer = protocol.decode(protocol.ProbeAnswer, protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, deadline))
+        if answer.id != request.id:
             raise protocol.FrameError("answer for another request")
         return answer
 

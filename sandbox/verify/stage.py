@@ -18,7 +18,7 @@ from review_copies.model.report import Report
 from review_copies.review.static import StaticResult
 from review_copies.rules import rule_by_code
 from review_copies.sandbox import recipes as recipe_book
-from review_copies.sandbox.isolate import Limits
+from review_copies.sandbox.protocol import Limits, ProbeRequest, Subject
 from review_copies.sandbox.verify import subjects, verdict
 from review_copies.sandbox.verify.client import Sandbox, SandboxUnavailable
 
@@ -82,7 +82,10 @@ class Verifier:
                 kept.append(checked)
         stats = replace(
             stats,
-            **{k.removeprefix('sandbox_'): v for k, v in info.isolation.items() if k.removeprefix('sandbox_') in ('network', 'filesystem', 'processes', 'proc')},
+            network=info.isolation.network,
+            filesystem=info.isolation.filesystem,
+            processes=info.isolation.processes,
+            proc=info.isolation.proc,
             devices=", ".join(devices) or "none",
             torch=info.torch,
             runs=stats.runs + self.sandbox.runs - runs_before,
@@ -112,7 +115,7 @@ class Verifier:
             return Verification(Status.NOT_RUN, None, f"no recipe for category {finding.category.value}")
         return combine([DeviceVerdict(d, self._probe(finding, subject, recipes, d)) for d in devices])
 
-    def _probe(self, finding: Finding, subject: subjects.Subject, recipes: tuple[str, ...], device: str) -> verdict.Decision:
+    def _probe(self, finding: Finding, subject: Subject, recipes: tuple[str, ...], device: str) -> verdict.Decision:
         try:
             decision = self._ask(subject, recipes, device, finding.probe if device == "cpu" else "")
             if finding.probe and device == "cpu" and decision.status == verdict.INCONCLUSIVE:
@@ -124,12 +127,11 @@ class Verifier:
         except Exception as exc:
             return verdict.Decision(verdict.INCONCLUSIVE, f"sandbox error: {type(exc).__name__}: {exc}")
 
-    def _ask(self, subject: subjects.Subject, recipes: tuple[str, ...], device: str, probe: str) -> verdict.Decision:
-        request = {"op": "probe", "device": device, "signatures": list(recipes), "sides": subject.to_json(), "probe": probe}
-        answer = self.sandbox.run(request)
-        if not answer.get("ok"):
-            return verdict.Decision(verdict.INCONCLUSIVE, f"the probe did not finish: {answer.get('error', 'no answer')}")
-        return verdict.decide(answer["result"], recipes, subject.fixed is not None)
+    def _ask(self, subject: Subject, recipes: tuple[str, ...], device: str, probe: str) -> verdict.Decision:
+        answer = self.sandbox.run(ProbeRequest(device=device, recipes=recipes, subject=subject, probe=probe))
+        if not answer.ok or answer.result is None:
+            return verdict.Decision(verdict.INCONCLUSIVE, f"the probe did not finish: {answer.error or 'no answer'}")
+        return verdict.decide(answer.result, recipes, subject.fixed is not None)
 
 
 def combine(outcomes: list[DeviceVerdict]) -> Verification:

@@ -12,63 +12,17 @@ Runs in the reviewer's process: libcst only, no torch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import libcst as cst
 from review_copies.analysis.parse import ParsedFile, Scope, SourceProblem, parse
 from review_copies.model.findings import Finding
 from review_copies.review import fixes
+from review_copies.sandbox.protocol import Side, Subject, Watch
 from review_copies.sandbox.verify import param_facts
 
 
 class NotRunnable(Exception):
     """Nothing can be run for this finding; the text says why (it becomes `not-run`)."""
-
-
-@dataclass(frozen=True)
-class Watch:
-    """The finding's statement: its lines, the names it binds or writes, and its kind
-    (assign, write, return, call, expr)."""
-
-    span: tuple[int, int]
-    names: tuple[str, ...]
-    kind: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"span": list(self.span), "names": list(self.names), "kind": self.kind}
-
-
-@dataclass(frozen=True)
-class Side:
-    source: str
-    filename: str
-    target: tuple[str, ...]
-    fn_span: tuple[int, int]
-    watch: Watch
-    # What the code does with each parameter (`sandbox.uses`), for input synthesis.
-    inputs: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "filename": self.filename, "target": list(self.target), "fn_span": list(self.fn_span),
-            "watch": self.watch.to_json(), "inputs": self.inputs,
-        }
-
-    @property
-    def qualname(self) -> str:
-        return ".".join(self.target)
-
-
-@dataclass(frozen=True)
-class Subject:
-    original: Side
-    fixed: Side | None
-    # Why there is no fixed side, when there is none.
-    no_fix: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"original": self.original.to_json(), "fixed": self.fixed.to_json() if self.fixed else None}
 
 
 # ------------------------------------------------------------------ top level
@@ -287,12 +241,12 @@ def side_for(path: str, text: str, start: int, end: int) -> Side:
         assert isinstance(cls, cst.ClassDef)
         target: tuple[str, ...] = (cls.name.value, scope.name)
         top = cls
-        hints = param_facts.describe(parsed.module, scope.node, cls)  # type: ignore[arg-type]
+        facts = param_facts.describe(parsed.module, scope.node, cls)  # type: ignore[arg-type]
     else:
         target, top = (scope.name,), scope.node
-        hints = param_facts.describe(parsed.module, scope.node, None)  # type: ignore[arg-type]
+        facts = param_facts.describe(parsed.module, scope.node, None)  # type: ignore[arg-type]
     source = _blank_except(parsed, _keep(parsed, top, param_facts.providers(parsed.module)))
-    return Side(source, path, target, (scope.start, scope.end), watch_for(parsed, scope, start, end), hints)
+    return Side(source, path, target, (scope.start, scope.end), watch_for(parsed, scope, start, end), facts)
 
 
 def fixed_lines(finding: Finding) -> tuple[int, int]:

@@ -15,18 +15,18 @@ def main(request_path: str, result_fd: int) -> None:
 
     try:
         with open(request_path, encoding="utf-8") as fh:
-            request = json.load(fh)
+            request = protocol.decode(protocol.ProbeRequest, json.load(fh))
         import torch
 
         if not torch.cuda.is_available():
-            answer = {"ok": False, "error": "CUDA is not available in the probe process"}
+            answer = protocol.ProbeAnswer(ok=False, error="CUDA is not available in the probe process")
         else:
             # Keep a runaway probe from taking the whole GPU from the user's other work.
             torch.cuda.set_per_process_memory_fraction(0.25)
-            from review_copies.sandbox.worker import run
+            from review_copies.sandbox.worker import check
 
-            answer = {"ok": True, "result": run.run(request)}
+            answer = protocol.ProbeAnswer(ok=True, result=check.run(request))
     except BaseException as exc:
-        answer = {"ok": False, "error": f"CUDA probe failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+        answer = protocol.ProbeAnswer(ok=False, error=f"CUDA probe failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
     protocol.write_frame(result_fd, answer)
     sys.stdout.flush()

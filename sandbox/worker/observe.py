@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from review_copies.sandbox.protocol import Difference, Overwrite
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -85,7 +86,7 @@ def overlaps(a: Range | None, b: Range | None) -> bool:
 
 
 @dataclass
-class Write:
+class DispatchWrite:
     step: int
     op: str
     where: Range
@@ -99,7 +100,7 @@ class Recorder(TorchDispatchMode):
         super().__init__()
         self.step = 0
         self.last_op = ""
-        self.writes: list[Write] = []
+        self.writes: list[DispatchWrite] = []
         self.copy_bytes = 0
         self.copy_ops: Counter[str] = Counter()
         self.gather_bytes = 0
@@ -132,7 +133,7 @@ class Recorder(TorchDispatchMode):
         op = func.overloadpacket.__name__
         self.last_op = op
         for r in pending:
-            self.writes.append(Write(self.step, op, r, self.line))
+            self.writes.append(DispatchWrite(self.step, op, r, self.line))
         if pending and (self.on_write is not None or self.after_write):
             self.paused = True
             try:
@@ -149,7 +150,7 @@ class Recorder(TorchDispatchMode):
             self.gather_bytes += out.numel() * out.element_size()
         return out
 
-    def writes_to(self, where: Range | None, after: int = 0) -> list[Write]:
+    def writes_to(self, where: Range | None, after: int = 0) -> list[DispatchWrite]:
         return [w for w in self.writes if w.step > after and overlaps(w.where, where)]
 
 
@@ -172,7 +173,7 @@ class CopyNodes(TorchFunctionMode):
 
 
 @dataclass
-class Saved:
+class SavedRecord:
     step: int
     by: str
     where: Range | None
@@ -186,7 +187,7 @@ class SavedTensors:
 
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
-        self.saved: list[Saved] = []
+        self.saved: list[SavedRecord] = []
         # Whether the first write over a saved tensor left its version alone (index -> silent),
         # decided right after that write: later writes (an optimizer step) may bump it.
         self.first_write: dict[int, bool] = {}
@@ -206,7 +207,7 @@ class SavedTensors:
             version = t._version
         except RuntimeError:
             version = -1
-        self.saved.append(Saved(self.recorder.step, by, byte_range(t), version, weakref.ref(alias), t.numel() * t.element_size()))
+        self.saved.append(SavedRecord(self.recorder.step, by, byte_range(t), version, weakref.ref(alias), t.numel() * t.element_size()))
         return alias
 
     @staticmethod
@@ -223,7 +224,7 @@ class SavedTensors:
         if self._written in self.recorder.after_write:
             self.recorder.after_write.remove(self._written)
 
-    def overwritten(self) -> list[dict[str, Any]]:
+    def overwritten(self) -> list[Overwrite]:
         """Saved tensors written after they were saved: loud (version moved) or silent."""
         out = []
         for i, s in enumerate(self.saved):
@@ -233,7 +234,7 @@ class SavedTensors:
             alias = s.alias()
             moved = alias is None or s.version < 0 or alias._version != s.version
             silent = self.first_write.get(i, not moved)
-            out.append({"saved_by": s.by, "written_by": writes[0].op, "silent": silent, "line": writes[0].line})
+            out.append(Overwrite(s.by, writes[0].op, silent, writes[0].line))
         return out
 
     def alive_bytes(self) -> int:
@@ -378,14 +379,14 @@ def describe_value(v: Any) -> dict[str, Any]:
     return {"kind": type(v).__name__}
 
 
-def compare(a: list[Entry], b: list[Entry], strict: bool) -> list[dict[str, Any]]:
+def compare(a: list[Entry], b: list[Entry], strict: bool) -> list[Difference]:
     """Differences between two captures of the same structure (paths matched by name)."""
     diffs = []
     by_path = {e.path: e for e in b}
     for ea in a:
         eb = by_path.pop(ea.path, None)
         if eb is None:
-            diffs.append({"path": ea.path, "what": "missing in the fix"})
+            diffs.append(Difference(ea.path, "missing in the fix"))
             continue
         da, db = describe_value(ea.ref), describe_value(eb.ref)
         numeric_a, numeric_b = _as_float_array(ea.value), _as_float_array(eb.value)
@@ -396,25 +397,25 @@ def compare(a: list[Entry], b: list[Entry], strict: bool) -> list[dict[str, Any]
                 except Exception:
                     same = True
                 if not same:
-                    diffs.append({"path": ea.path, "what": f"{ea.value!r} vs {eb.value!r}"[:120]})
+                    diffs.append(Difference(ea.path, f"{ea.value!r} vs {eb.value!r}"[:120]))
             elif (numeric_a is None) != (numeric_b is None):
-                diffs.append({"path": ea.path, "what": f"{da['kind']} vs {db['kind']}"})
+                diffs.append(Difference(ea.path, f"{da['kind']} vs {db['kind']}"))
             continue
         change = max_change(ea.value, eb.value)
         if change is None:
             continue
         if change == math.inf and numeric_a.shape != numeric_b.shape:
-            diffs.append({"path": ea.path, "what": f"shape {list(numeric_a.shape)} vs {list(numeric_b.shape)}"})
+            diffs.append(Difference(ea.path, f"shape {list(numeric_a.shape)} vs {list(numeric_b.shape)}"))
             continue
         tol = 1e-6 + 1e-5 * float(np.nanmax(np.abs(numeric_a))) if numeric_a.size else 1e-6
         if change > tol:
-            diffs.append({"path": ea.path, "what": "values", "max_abs_diff": change})
+            diffs.append(Difference(ea.path, "values", change))
         elif strict and da["kind"] == db["kind"] == "tensor":
             for key in ("dtype", "requires_grad"):
                 if da[key] != db[key]:
-                    diffs.append({"path": ea.path, "what": f"{key} {da[key]} vs {db[key]}"})
+                    diffs.append(Difference(ea.path, f"{key} {da[key]} vs {db[key]}"))
     for eb in by_path.values():
-        diffs.append({"path": eb.path, "what": "only in the fix"})
+        diffs.append(Difference(eb.path, "only in the fix"))
     return diffs
 
 

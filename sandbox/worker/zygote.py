@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from typing import Any
 
 from review_copies.sandbox import isolate, protocol
@@ -58,7 +59,7 @@ class Zygote:
         os.chmod(self.root, 0o711)  # a probe running as its own uid must reach its directory
         self.need = _need_paths()
         if isolation == "none":
-            self.caps = isolate.Capabilities(problems=["namespaces turned off by the caller"])
+            self.caps = protocol.Capabilities(problems=["namespaces turned off by the caller"])
         else:
             self.caps = isolate.detect(self.need, self.root)
         started = time.perf_counter()
@@ -69,29 +70,21 @@ class Zygote:
         # Imports only, no op: the first dispatch mode pulls in torch._dynamo (~0.9 s),
         # which every probe would otherwise pay again.
         import torch._dynamo
-        from review_copies.sandbox.worker import run  # noqa: F401
+        from review_copies.sandbox.worker import check  # noqa: F401
 
         self.warm_seconds = time.perf_counter() - started
         self.cuda = _cuda_present(torch)
 
-    def hello(self) -> dict[str, Any]:
-        return {
-            "torch": self.torch.__version__,
-            "cuda": self.cuda,
-            "caps": self.caps.to_json(),
-            "isolation": self.caps.describe(),
-            "import_seconds": self.import_seconds,
-            "warm_seconds": self.warm_seconds,
-            "pid": os.getpid(),
-        }
+    def hello(self) -> protocol.Hello:
+        return protocol.Hello(torch=self.torch.__version__, cuda=self.cuda, caps=self.caps, import_seconds=self.import_seconds)
 
     # ---------------------------------------------------------------- one probe
 
-    def probe(self, request: dict[str, Any]) -> dict[str, Any]:
+    def probe(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
         if self.torch.cuda.is_initialized():
-            return {"ok": False, "error": "CUDA was initialised in the worker; refusing to fork"}
-        limits = isolate.Limits.from_json(request.get("limits", {}))
-        cuda = request.get("device") == "cuda"
+            return protocol.ProbeAnswer(ok=False, error="CUDA was initialised in the worker; refusing to fork")
+        limits = request.limits
+        cuda = request.device == "cuda"
         workdir = tempfile.mkdtemp(dir=self.root)
         if self.caps.uid_drop and self.caps.probe_uid is not None:
             os.chown(workdir, self.caps.probe_uid, self.caps.probe_uid)
@@ -113,10 +106,9 @@ class Zygote:
             self._reap(pid)
             shutil.rmtree(workdir, ignore_errors=True)
             shutil.rmtree(workdir + ".stage", ignore_errors=True)
-        answer["seconds"] = round(time.monotonic() - started, 4)
-        return answer
+        return replace(answer, id=request.id, seconds=round(time.monotonic() - started, 4))
 
-    def _collect(self, pid: int, result_r: int, err_r: int, limits: isolate.Limits, started: float) -> dict[str, Any]:
+    def _collect(self, pid: int, result_r: int, err_r: int, limits: protocol.Limits, started: float) -> protocol.ProbeAnswer:
         deadline = started + limits.wall_seconds
         data, err = bytearray(), bytearray()
         open_fds = {result_r, err_r}
@@ -125,7 +117,7 @@ class Zygote:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._kill(pid)
-                return {"ok": False, "error": f"stopped at the wall-clock limit of {limits.wall_seconds:g} s", "limit": "wall", "stderr": _tail(err)}
+                return protocol.ProbeAnswer(ok=False, error=f"stopped at the wall-clock limit of {limits.wall_seconds:g} s", limit="wall", stderr=_tail(err))
             ready, _, _ = select.select(list(open_fds), [], [], left)
             for fd in ready:
                 chunk = os.read(fd, 1 << 16)
@@ -141,22 +133,20 @@ class Zygote:
                     del err[: max(0, len(err) - STDERR_TAIL)]
             if over:
                 self._kill(pid)
-                return {"ok": False, "error": f"output over the {limits.output_bytes}-byte cap", "limit": "output", "stderr": _tail(err)}
+                return protocol.ProbeAnswer(ok=False, error=f"output over the {limits.output_bytes}-byte cap", limit="output", stderr=_tail(err))
         status = self._wait(pid, deadline)
         return self._answer(bytes(data), status, err, limits)
 
-    def _answer(self, data: bytes, status: int | None, err: bytearray, limits: isolate.Limits) -> dict[str, Any]:
+    def _answer(self, data: bytes, status: int | None, err: bytearray, limits: protocol.Limits) -> protocol.ProbeAnswer:
         if len(data) >= protocol.HEADER.size:
             (size,) = protocol.HEADER.unpack(data[: protocol.HEADER.size])
             body = data[protocol.HEADER.size : protocol.HEADER.size + size]
             if len(body) == size:
                 try:
-                    message = json.loads(body)
-                    message["stderr"] = _tail(err)
-                    return message
-                except json.JSONDecodeError:
-                    pass
-        return {"ok": False, "error": _death(status, limits), "stderr": _tail(err), "limit": _limit_of(status)}
+                    return replace(protocol.decode(protocol.ProbeAnswer, json.loads(body)), stderr=_tail(err))
+                except (ValueError, protocol.MessageError) as exc:
+                    return protocol.ProbeAnswer(ok=False, error=f"the probe's answer is malformed: {exc}", stderr=_tail(err))
+        return protocol.ProbeAnswer(ok=False, error=_death(status, limits), stderr=_tail(err), limit=_limit_of(status))
 
     def _wait(self, pid: int, deadline: float) -> int | None:
         while True:
@@ -181,7 +171,7 @@ class Zygote:
 
     # ------------------------------------------------------------ in the children
 
-    def _monitor(self, request: dict[str, Any], limits: isolate.Limits, cuda: bool, workdir: str, result_w: int, err_w: int) -> None:
+    def _monitor(self, request: protocol.ProbeRequest, limits: protocol.Limits, cuda: bool, workdir: str, result_w: int, err_w: int) -> None:
         """The monitor child: namespaces, then the probe process (or be it, without namespaces)."""
         code = 70
         try:
@@ -198,10 +188,10 @@ class Zygote:
             code = os.waitstatus_to_exitcode(status)
             code = code if code >= 0 else 128 - code
         except BaseException as exc:
-            _report(result_w, {"ok": False, "error": f"sandbox setup failed: {type(exc).__name__}: {exc}"})
+            _report(result_w, protocol.ProbeAnswer(ok=False, error=f"sandbox setup failed: {type(exc).__name__}: {exc}"))
         os._exit(code)
 
-    def _probe_process(self, request: dict[str, Any], limits: isolate.Limits, cuda: bool, workdir: str, result_w: int, err_w: int) -> None:
+    def _probe_process(self, request: protocol.ProbeRequest, limits: protocol.Limits, cuda: bool, workdir: str, result_w: int, err_w: int) -> None:
         me = os.getpid()
         try:
             devnull = os.open(os.devnull, os.O_RDONLY)
@@ -213,14 +203,14 @@ class Zygote:
             os.environ.clear()
             os.environ.update(env)
             tempfile.tempdir = workdir
-            request = {**request, "workdir": workdir}
+            request = replace(request, workdir=workdir)
             if cuda:
                 self._exec_cuda(request, env, result_w)
-            from review_copies.sandbox.worker import run
+            from review_copies.sandbox.worker import check
 
-            answer = {"ok": True, "result": run.run(request)}
+            answer = protocol.ProbeAnswer(ok=True, result=check.run(request))
         except BaseException as exc:
-            answer = {"ok": False, "error": f"probe failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+            answer = protocol.ProbeAnswer(ok=False, error=f"probe failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         if os.getpid() != me:
             os._exit(0)  # a process the subject forked came back here: only the probe answers
         _report(result_w, answer)
@@ -228,11 +218,11 @@ class Zygote:
         sys.stderr.flush()
         os._exit(0)
 
-    def _exec_cuda(self, request: dict[str, Any], env: dict[str, str], result_w: int) -> None:
+    def _exec_cuda(self, request: protocol.ProbeRequest, env: dict[str, str], result_w: int) -> None:
         """A fresh interpreter for CUDA: never initialise CUDA in a forked copy of the worker."""
-        path = os.path.join(request["workdir"], "request.json")
+        path = os.path.join(request.workdir, "request.json")
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(request, fh)
+            json.dump(protocol.encode(request), fh)
         os.set_inheritable(result_w, True)
         boot = f"from review_copies.sandbox.worker.cuda_child import main; main({path!r}, {result_w})"
         os.execve(sys.executable, [sys.executable, "-I", "-c", boot], {**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
@@ -247,7 +237,7 @@ def _close_fds_except(keep: set[int]) -> None:
                 os.close(fd)
 
 
-def _report(fd: int, message: dict[str, Any]) -> None:
+def _report(fd: int, message: protocol.ProbeAnswer) -> None:
     with contextlib.suppress(OSError):
         protocol.write_frame(fd, message)
 
@@ -266,7 +256,7 @@ def _limit_of(status: int | None) -> str | None:
     return None
 
 
-def _death(status: int | None, limits: isolate.Limits) -> str:
+def _death(status: int | None, limits: protocol.Limits) -> str:
     if status is None:
         return f"stopped at the wall-clock limit of {limits.wall_seconds:g} s"
     code = os.waitstatus_to_exitcode(status)
@@ -296,10 +286,10 @@ def main() -> None:
         if request.get("op") == "exit":
             break
         try:
-            answer = zygote.probe(request)
-        except Exception as exc:  # the worker must outlive any probe
-            answer = {"ok": False, "error": f"worker error: {type(exc).__name__}: {exc}"}
-        answer["id"] = request.get("id")
+            probe = protocol.decode(protocol.ProbeRequest, request.get("request"))
+            answer = zygote.probe(probe)
+        except Exception as exc:  # the worker must outlive any probe (or a request it cannot read)
+            answer = protocol.ProbeAnswer(ok=False, error=f"worker error: {type(exc).__name__}: {exc}", id=request.get("id") if isinstance(request.get("id"), int) else 0)
         protocol.write_frame(channel_out, answer)
     shutil.rmtree(zygote.root, ignore_errors=True)
 
