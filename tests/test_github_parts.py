@@ -10,7 +10,7 @@ import pytest
 from review_copies.github import markers
 from review_copies.github.api import ApiError, GitHubClient, RetryPolicy, graphql_url_for, next_link, retry_after
 from review_copies.github.bodies import BODY_LIMIT, ReviewSummary, comment_body, review_body, suggestion_fence
-from review_copies.github.diff_positions import DiffMap, place, suggestion_applies
+from review_copies.github.diff_positions import DiffMap, positions, suggestion_applies
 from review_copies.github.pr_files import diff_map_from_files
 from review_copies.github.reviews_api import comment_payload
 from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion, Verification
@@ -49,19 +49,19 @@ def _lines(path: str):
 
 
 def test_a_comment_range_never_leaves_its_hunk() -> None:
-    placed = place([_finding(8, 12)], DIFF, _lines)
+    placed = positions([_finding(8, 12)], DIFF, _lines)
 
     assert [(s.start_line, s.line) for s in placed.inline] == [(8, 9)], "clamped to the hunk 3-9, else GitHub answers 422"
 
 
 def test_a_finding_outside_every_hunk_goes_to_the_body() -> None:
-    placed = place([_finding(15)], DIFF, _lines)
+    placed = positions([_finding(15)], DIFF, _lines)
 
     assert placed.inline == [] and placed.body[0][1] == "outside the lines this pull request changes"
 
 
 def test_a_suggestion_across_two_hunks_is_not_committable() -> None:
-    placed = place([_finding(9, suggestion=_fix(9, 20))], DIFF, _lines)
+    placed = positions([_finding(9, suggestion=_fix(9, 20))], DIFF, _lines)
 
     spot = placed.inline[0]
     assert not spot.committable and (spot.start_line, spot.line) == (None, 9)
@@ -72,7 +72,7 @@ def test_a_suggestion_for_other_lines_than_the_file_has_is_not_committable() -> 
     stale = Suggestion(5, 5, "x = 1\n", "this is not line 5\n")
 
     assert not suggestion_applies("m.py", stale, _lines)
-    assert not place([_finding(5, suggestion=stale)], DIFF, _lines).inline[0].committable
+    assert not positions([_finding(5, suggestion=stale)], DIFF, _lines).inline[0].committable
 
 
 def test_a_suggestion_that_changes_nothing_is_not_offered() -> None:
@@ -80,13 +80,13 @@ def test_a_suggestion_that_changes_nothing_is_not_offered() -> None:
 
 
 def test_two_suggestions_on_one_line_only_the_first_is_committable() -> None:
-    placed = place([_finding(5, suggestion=_fix(5, 6)), _finding(6, suggestion=_fix(6, 6))], DIFF, _lines)
+    placed = positions([_finding(5, suggestion=_fix(5, 6)), _finding(6, suggestion=_fix(6, 6))], DIFF, _lines)
 
     assert [s.committable for s in placed.inline] == [True, False]
 
 
 def test_a_committable_comment_covers_exactly_the_suggestion() -> None:
-    spot = place([_finding(21, suggestion=_fix(21, 23))], DIFF, _lines).inline[0]
+    spot = positions([_finding(21, suggestion=_fix(21, 23))], DIFF, _lines).inline[0]
 
     payload = comment_payload(spot)
     assert (payload["start_line"], payload["line"], payload["side"], payload["start_side"]) == (21, 23, "RIGHT", "RIGHT")
@@ -114,7 +114,7 @@ def test_suggestion_fences_outgrow_backticks_and_can_delete() -> None:
 
 def test_a_huge_message_still_fits_in_a_comment() -> None:
     f = _finding(5, message="x" * 200_000, verification=Verification(Status.CONFIRMED, "cpu", "y" * 200_000))
-    spot = place([f], DIFF, _lines).inline[0]
+    spot = positions([f], DIFF, _lines).inline[0]
 
     body = comment_body(spot)
 
@@ -124,7 +124,7 @@ def test_a_huge_message_still_fits_in_a_comment() -> None:
 def test_long_evidence_folds_into_details() -> None:
     f = _finding(5, verification=Verification(Status.CONFIRMED, "cuda", "step 1: max abs diff 0.5\nstep 2: max abs diff 0.7"))
 
-    body = comment_body(place([f], DIFF, _lines).inline[0])
+    body = comment_body(positions([f], DIFF, _lines).inline[0])
 
     assert "<details><summary><b>✅ sandbox confirmed on cuda</b></summary>" in body and "step 2: max abs diff 0.7" in body
 
@@ -149,7 +149,7 @@ def test_the_body_counts_categories_verdicts_dropped_and_skipped() -> None:
     stats = Stats(files=4, skipped={"not-python": 2, "binary": 1})
     dropped = [Dropped(_finding(6), "sandbox refuted it: outputs equal"), Dropped(_finding(7), "line outside the hunks")]
     report = Report(findings=[confirmed], dropped=dropped, stats=stats)
-    spot = place([confirmed], DIFF, _lines).inline[0]
+    spot = positions([confirmed], DIFF, _lines).inline[0]
 
     body = review_body(ReviewSummary("a" * 40, "1.1", [confirmed], [spot], [], report, already_posted=3))
 

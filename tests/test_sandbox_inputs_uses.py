@@ -15,10 +15,10 @@ def _describe(code: str, name: str, cls: str | None = None) -> dict[str, Any]:
     module = cst.parse_module(textwrap.dedent(code))
     if cls is None:
         fn = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == name)
-        return param_facts.describe(module, fn, None)
+        return param_facts.subject_facts(module, fn, None)
     klass = next(s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == cls)
     fn = next(s for s in klass.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name)
-    return param_facts.describe(module, fn, klass)
+    return param_facts.subject_facts(module, fn, klass)
 
 
 def _roles(facts: dict[str, Any], path: str) -> set[str]:

@@ -132,3 +132,15 @@ MODULE_COPY_NAME = re.compile(r"(target|ema|teacher|frozen|best|snapshot|shadow|
 OUTPUT_NAME = re.compile(r"(^|_)(out|output|outputs|logits|pred|preds|prediction|student|emb|embedding|features|hidden|activations?)(_|$)", re.I)
 # A dense copy kept as a backup (RC347 densify-to-copy): `backup = sparse.to_dense()`.
 BACKUP_NAME = re.compile(r"(backup|snapshot|saved|orig|original|copy|init|initial|before|prev)", re.I)
+
+# ------------------------------------------------------------- sandbox inputs
+# sandbox.verify.param_facts: what the reviewed file offers to build a subject's inputs
+# from. (The probe process's own table, from a parameter's name to the kinds of value to
+# try, is `sandbox/worker/inputs/names.py`: that process imports nothing of the analysis.)
+
+# The file's own functions that make inputs: `make_batch(n)` for a parameter `batch`.
+FACTORY_NAME = re.compile(r"^(make|build|create|get|sample|dummy|example|random|fake|synth\w*|load|new)_(\w+)$")
+# A receiver whose called attributes are submodules the argument feeds (`model.encoder(x)`).
+MODULE_RECEIVER_NAME = re.compile(r"^(model|net|network|module|encoder|decoder|backbone|policy|critic|actor|teacher|student|G|D)$|_(model|net)$|^(model|net)_")
+# Base classes that make a class of the file a module, torch's or a framework's.
+MODULE_BASE_NAME = re.compile(r"(^|\.)(Module|Sequential|ModuleList|ModuleDict|Linear|Conv\dd|Embedding|LightningModule|\w+Module)$")

@@ -27,7 +27,7 @@ class SourceProblem(Exception):
     """The file cannot be reviewed (binary, undecodable, does not parse); the text says why."""
 
 
-def decode(data: bytes) -> str:
+def decode_source(data: bytes) -> str:
     if b"\0" in data[:8192]:
         raise SourceProblem("binary file, skipped")
     try:

@@ -22,7 +22,7 @@ from review_copies.github.saved_report import load_report, rederive, workflow_ru
 from review_copies.model.errors import UsageError
 from review_copies.rules import all_rules
 
-PROG = "python -m review_copies.github"
+POST_REPORT = "python -m review_copies.github"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Post a review saved by an unprivileged job (the fork-safe setup).")
+    parser = _Parser(prog=POST_REPORT, description="Post a review saved by an unprivileged job (the fork-safe setup).")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     post = commands.add_parser("post-report", help="post a saved --format json report on its pull request")
     post.add_argument("report", help="the JSON report the pull_request job saved")
@@ -69,7 +69,7 @@ def post_report(report_path: str, number_path: str, stdout: IO[str], stderr: IO[
     lines = ApiLines(client, pr, diff)
     report, _ = rederive(saved, lines)
     if malformed:
-        stderr.write(f"{PROG}: warning: {malformed} malformed entr{'ies' if malformed != 1 else 'y'} of the saved report left out\n")
+        stderr.write(f"{POST_REPORT}: warning: {malformed} malformed entr{'ies' if malformed != 1 else 'y'} of the saved report left out\n")
     description = f"#{pr.number} at {pr.head_sha[:12]} (a report saved by the pull request's own workflow run)"
     job = Job(actions=actions, pr=pr, report=report, rules=all_rules(), description=description, diff=diff, read_lines=lines)
     outcome = deliver(job, client, stdout, stderr)
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stder
         args = build_parser().parse_args(argv)
         return post_report(args.report, args.pull_request_file, stdout, stderr)
     except UsageError as exc:
-        stderr.write(f"{PROG}: error: {exc}\n")
+        stderr.write(f"{POST_REPORT}: error: {exc}\n")
         return 2
 
 

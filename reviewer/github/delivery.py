@@ -11,16 +11,16 @@ from typing import IO
 from review_copies.github.actions_env import ActionsEnv, PullRequest
 from review_copies.github.api import ApiError, GitHubClient
 from review_copies.github.bodies import ReviewSummary, review_body
-from review_copies.github.diff_positions import DiffMap, Inline, LineReader, place
+from review_copies.github.diff_positions import DiffMap, Inline, LineReader, positions
 from review_copies.github.history import read_history
 from review_copies.github.reviews_api import MAX_INLINE, OVER_LIMIT, Posted, publish
 from review_copies.github.runner_outputs import annotations, append_summary, step_outputs, summary_markdown, write_outputs
 from review_copies.github.threads import resolve_fixed
 from review_copies.model.findings import Finding, Status
 from review_copies.model.report import Report
+from review_copies.model.settings import PROG
 from review_copies.output.context import RenderContext
 
-PROG = "review-copies"
 FORK_HELP = "a pull request from a fork gets a read-only token under `pull_request`: see “Pull requests from forks” in the README"
 PERMISSION_HELP = "give the workflow `permissions: pull-requests: write`"
 
@@ -39,7 +39,7 @@ class Job:
 
 
 @dataclass
-class Outcome:
+class Delivered:
     posted: Posted | None = None
     new: int = 0
     already: int = 0
@@ -48,8 +48,8 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
 
 
-def deliver(job: Job, client: GitHubClient | None, stdout: IO[str], stderr: IO[str]) -> Outcome:
-    outcome = Outcome()
+def deliver(job: Job, client: GitHubClient | None, stdout: IO[str], stderr: IO[str]) -> Delivered:
+    outcome = Delivered()
     if client is None:
         outcome.failure = "GITHUB_TOKEN is not set"
     else:
@@ -73,7 +73,7 @@ def priority(f: Finding) -> tuple[int, bool, str, int]:
     return (-f.severity.rank, f.verification.status is not Status.CONFIRMED, f.path, f.line)
 
 
-def _review(job: Job, client: GitHubClient, outcome: Outcome) -> None:
+def _review(job: Job, client: GitHubClient, outcome: Delivered) -> None:
     history = read_history(client, job.pr)
     current = {f.fingerprint for f in job.report.findings}
     outcome.resolved, problems = resolve_fixed(client, job.pr, history, current)
@@ -82,7 +82,7 @@ def _review(job: Job, client: GitHubClient, outcome: Outcome) -> None:
     outcome.new, outcome.already = len(new), len(job.report.findings) - len(new)
     if not new:
         return
-    placement = place(new, job.diff, job.read_lines)
+    placement = positions(new, job.diff, job.read_lines)
     inline = placement.inline[:MAX_INLINE]
     listed = placement.body + [(spot.finding, OVER_LIMIT) for spot in placement.inline[MAX_INLINE:]]
 
@@ -113,7 +113,7 @@ def why_not_posted(error: ApiError, pr: PullRequest) -> str:
     return error.describe()
 
 
-def _status_line(job: Job, outcome: Outcome) -> str:
+def _status_line(job: Job, outcome: Delivered) -> str:
     ref = f"[#{job.pr.number}]({job.pr.html_url})" if job.pr.html_url else f"#{job.pr.number}"
     if outcome.failure:
         return f"**Could not post a review on {ref}**: {outcome.failure}. The findings are below and in the annotations."
@@ -127,7 +127,7 @@ def _status_line(job: Job, outcome: Outcome) -> str:
     return f"Nothing to post on {ref}."
 
 
-def _finish(job: Job, outcome: Outcome) -> None:
+def _finish(job: Job, outcome: Delivered) -> None:
     preface = [_status_line(job, outcome)]
     if outcome.resolved:
         preface.append(f"Resolved {outcome.resolved} earlier comment{'s' if outcome.resolved != 1 else ''} whose finding was fixed.")

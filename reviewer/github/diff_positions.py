@@ -69,7 +69,7 @@ class Placement:
     body: list[tuple[Finding, str]]
 
 
-def place(findings: Sequence[Finding], diff: DiffMap, read_lines: LineReader) -> Placement:
+def positions(findings: Sequence[Finding], diff: DiffMap, read_lines: LineReader) -> Placement:
     inline: list[Inline] = []
     body: list[tuple[Finding, str]] = []
     claimed: set[tuple[str, int]] = set()  # lines already under a committable suggestion

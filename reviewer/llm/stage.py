@@ -31,7 +31,7 @@ from review_copies.rules import Rule
 
 
 @dataclass
-class Outcome:
+class RequestResult:
     request: Request
     checked: Checked = field(default_factory=Checked)
     failure: str | None = None  # why the request's hunks count as not reviewed
@@ -90,7 +90,7 @@ class LLMStage:
 
     # ------------------------------------------------------------------ sending
 
-    def _run(self, prepared: Prepared, client: ModelClient, texts: dict[str, str]) -> list[Outcome]:
+    def _run(self, prepared: Prepared, client: ModelClient, texts: dict[str, str]) -> list[RequestResult]:
         requests = prepared.plan.requests
         if not requests:
             return []
@@ -98,21 +98,21 @@ class LLMStage:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="review-copies-llm") as pool:
             return list(pool.map(lambda r: self._one(prepared, client, texts, r), requests))
 
-    def _one(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> Outcome:
+    def _one(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> RequestResult:
         try:
             return self._ask(prepared, client, texts, request)
         except Exception as exc:  # a bug of ours must not cost the static findings
             if os.environ.get("REVIEW_COPIES_DEBUG"):
                 raise
-            return Outcome(request, failure=f"internal error reading the answer: {type(exc).__name__}: {exc}")
+            return RequestResult(request, failure=f"internal error reading the answer: {type(exc).__name__}: {exc}")
 
-    def _ask(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> Outcome:
+    def _ask(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> RequestResult:
         key = request_key(
             self.opts.model,
             self.opts.endpoint,
             {"system": prepared.system, "user": request.user, "schema": prepared.schema, "max_output_tokens": self.opts.max_output_tokens},
         )
-        outcome = Outcome(request)
+        outcome = RequestResult(request)
         hit = self.cache.get(key)
         if hit is not None:
             outcome.cached = True
@@ -127,7 +127,7 @@ class LLMStage:
             self.cache.put(key, Cached(content, outcome.prompt_tokens, outcome.completion_tokens))
         return outcome
 
-    def _from_model(self, prepared: Prepared, client: ModelClient, request: Request, outcome: Outcome) -> tuple[str, bool] | None:
+    def _from_model(self, prepared: Prepared, client: ModelClient, request: Request, outcome: RequestResult) -> tuple[str, bool] | None:
         """The answer's text and whether it was cut off; None (and the reason on the
         outcome) when there is no answer to read."""
         try:
@@ -148,7 +148,7 @@ class LLMStage:
             return None
         return completion.content, completion.finish_reason == "length"
 
-    def _check(self, outcome: Outcome, content: str, cut_off: bool, shown: Shown) -> None:
+    def _check(self, outcome: RequestResult, content: str, cut_off: bool, shown: Shown) -> None:
         try:
             outcome.checked = check_answer(content, shown)
         except AnswerError as exc:
@@ -160,7 +160,7 @@ class LLMStage:
 
     # ------------------------------------------------------------------ results
 
-    def _account(self, report: Report, plan: RequestPlan, outcomes: list[Outcome], client: ModelClient) -> Report:
+    def _account(self, report: Report, plan: RequestPlan, outcomes: list[RequestResult], client: ModelClient) -> Report:
         prompt_tokens = report.stats.llm.prompt_tokens + sum(o.prompt_tokens for o in outcomes)
         completion_tokens = report.stats.llm.completion_tokens + sum(o.completion_tokens for o in outcomes)
         left_out = list(plan.left_out) + [(h, o.failure) for o in outcomes if o.failure for h in o.request.hunks]
@@ -197,7 +197,7 @@ class LLMStage:
             return None
         return (prompt_tokens * (self.opts.price_input or 0.0) + completion_tokens * (self.opts.price_output or 0.0)) / 1_000_000
 
-    def _merge(self, report: Report, outcomes: list[Outcome], texts: dict[str, str]) -> Report:
+    def _merge(self, report: Report, outcomes: list[RequestResult], texts: dict[str, str]) -> Report:
         found: list[Finding] = []
         dropped = list(report.dropped)
         suppressed = 0

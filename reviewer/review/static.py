@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from review_copies.analysis.parse import SourceProblem, decode
+from review_copies.analysis.parse import SourceProblem, decode_source
 from review_copies.model.findings import Finding, Note
 from review_copies.model.report import StaticStats, Stats
 from review_copies.review.engine import FileJob, FileResult, review_file
@@ -98,7 +98,7 @@ def _jobs(changeset: ChangeSet, options: StaticOptions, tally: _Tally, notes: li
             notes.append(Note("the new version of this file could not be read; skipped", change.path))
             continue
         try:
-            text = decode(data)
+            text = decode_source(data)
         except SourceProblem as problem:
             tally.skip("undecodable" if "binary" not in str(problem) else "binary")
             notes.append(Note(str(problem), change.path))

@@ -241,10 +241,10 @@ def side_for(path: str, text: str, start: int, end: int) -> Side:
         assert isinstance(cls, cst.ClassDef)
         target: tuple[str, ...] = (cls.name.value, scope.name)
         top = cls
-        facts = param_facts.describe(parsed.module, scope.node, cls)  # type: ignore[arg-type]
+        facts = param_facts.subject_facts(parsed.module, scope.node, cls)  # type: ignore[arg-type]
     else:
         target, top = (scope.name,), scope.node
-        facts = param_facts.describe(parsed.module, scope.node, None)  # type: ignore[arg-type]
+        facts = param_facts.subject_facts(parsed.module, scope.node, None)  # type: ignore[arg-type]
     source = _blank_except(parsed, _keep(parsed, top, param_facts.providers(parsed.module)))
     return Side(source, path, target, (scope.start, scope.end), watch_for(parsed, scope, start, end), facts)
 

@@ -81,7 +81,7 @@ def byte_range(t: Any) -> Range | None:
     return (str(t.device), lo, lo + extent * size)
 
 
-def overlaps(a: Range | None, b: Range | None) -> bool:
+def ranges_overlap(a: Range | None, b: Range | None) -> bool:
     return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
 
 
@@ -151,7 +151,7 @@ class Recorder(TorchDispatchMode):
         return out
 
     def writes_to(self, where: Range | None, after: int = 0) -> list[DispatchWrite]:
-        return [w for w in self.writes if w.step > after and overlaps(w.where, where)]
+        return [w for w in self.writes if w.step > after and ranges_overlap(w.where, where)]
 
 
 _COPYING_FUNCTIONS = frozenset({"clone", "to", "contiguous", "copy_", "double", "float", "half", "cpu", "cuda", "type", "detach"})
@@ -195,7 +195,7 @@ class SavedTensors:
 
     def _written(self, ranges: list[Range], op: str) -> None:
         for i, s in enumerate(self.saved):
-            if i in self.first_write or not any(overlaps(s.where, r) for r in ranges):
+            if i in self.first_write or not any(ranges_overlap(s.where, r) for r in ranges):
                 continue
             alias = s.alias()
             self.first_write[i] = alias is not None and s.version >= 0 and alias._version == s.version
@@ -539,7 +539,7 @@ class LineWatch:
             snap = Snapshot(name, entries, self.recorder.step)
             for e in entries:
                 for other in self.inputs:
-                    if overlaps(e.where, other.where):
+                    if ranges_overlap(e.where, other.where):
                         snap.shares.append((e.path, f"input `{other.path}`"))
                         break
                 else:
@@ -549,7 +549,7 @@ class LineWatch:
                         root = name.split(".")[0].split("[")[0]
                         # `self.target` may share memory with `self.policy`: another attribute of the same object.
                         elsewhere = local_name != root or ("." in name and not other.path.startswith(name))
-                        if elsewhere and not same and overlaps(e.where, other.where):
+                        if elsewhere and not same and ranges_overlap(e.where, other.where):
                             snap.shares.append((e.path, f"`{other.path}`"))
                             break
             self.snapshots.append(snap)
@@ -575,8 +575,8 @@ class LineWatch:
         frame = self.frame
         if frame is None or line is None or not self._in(line, self.span):
             return
-        names = {e.path for _, e in self._locals(frame) if any(overlaps(e.where, r) for r in ranges)}
-        names |= {f"input `{e.path}`" for e in self.inputs if any(overlaps(e.where, r) for r in ranges)}
+        names = {e.path for _, e in self._locals(frame) if any(ranges_overlap(e.where, r) for r in ranges)}
+        names |= {f"input `{e.path}`" for e in self.inputs if any(ranges_overlap(e.where, r) for r in ranges)}
         if names and len(self.line_hits) < 8:
             self.line_hits.append(sorted(names))
 

@@ -19,7 +19,7 @@ import torch
 from review_copies.sandbox.protocol import BackwardRun, Changed, Mutation, OutAlias, Overwrite, Retained, Shared, Side, SideRun, WatchReport
 from review_copies.sandbox.worker import inputs as synth
 from review_copies.sandbox.worker.load import MAX_MESSAGE, Loaded, SubjectError, error_text, load, reset_torch_state, seed
-from review_copies.sandbox.worker.observe import CopyNodes, Entry, LineWatch, Recorder, SavedTensors, capture, copy_value, graph_nodes, graph_tensors, overlaps
+from review_copies.sandbox.worker.observe import CopyNodes, Entry, LineWatch, Recorder, SavedTensors, capture, copy_value, graph_nodes, graph_tensors, ranges_overlap
 
 
 @dataclass
@@ -166,7 +166,7 @@ class Runner:
         outputs = capture(result, "result") if ok else []
         mutated = _mutations(pre, recorder, spec.span)
         mutated_ranges = [e.where for e in pre if e.path in {m.name for m in mutated}]
-        state.tainted = {o.path for o in outputs if any(overlaps(o.where, r) for r in mutated_ranges)}
+        state.tainted = {o.path for o in outputs if any(ranges_overlap(o.where, r) for r in mutated_ranges)}
         overwritten: tuple[Overwrite, ...] = ()
         retained = None
         if opts.hooks and isinstance(saved, SavedTensors):
@@ -178,13 +178,13 @@ class Runner:
         watched = None
         if opts.watch:
             watched, changed_ranges = _watch_report(watch, recorder, pre, opts.later_step, state)
-            state.tainted |= {o.path for o in outputs if any(overlaps(o.where, r) for r in changed_ranges)}
+            state.tainted |= {o.path for o in outputs if any(ranges_overlap(o.where, r) for r in changed_ranges)}
         state.outputs, state.ok = outputs, ok
         state.final_inputs = [Entry(e.path, e.ref, e.where, e.version, copy_value(e.ref)) for e in pre]
         run = SideRun(
             ok=ok, error=error, stage=stage, error_type=error_type, where=where, load_failures=tuple(loaded.failures[:3]), warnings=warned,
             mutated=mutated, copy_bytes=recorder.copy_bytes, copy_ops=dict(recorder.copy_ops), gather_bytes=recorder.gather_bytes,
-            graph_copies=copies.count, out_aliases=tuple(OutAlias(o.path, i.path) for o in outputs for i in pre if overlaps(o.where, i.where))[:12],
+            graph_copies=copies.count, out_aliases=tuple(OutAlias(o.path, i.path) for o in outputs for i in pre if ranges_overlap(o.where, i.where))[:12],
             result=_shape_of(outputs), saved_overwritten=overwritten, retained=retained, backward=backward, watch=watched,
         )
         return run, state

@@ -153,10 +153,6 @@ def is_inplace_method(name: str) -> bool:
     return len(name) > 1 and name.endswith("_") and not name.endswith("__") and not name.startswith("_")
 
 
-def last(qualname: str) -> str:
-    return qualname.rsplit(".", 1)[-1]
-
-
 DTYPE_CONSTANTS = {
     f"torch.{alias}": dtype
     for dtype, aliases in {

@@ -19,7 +19,7 @@ def element_of(iterable: Value, node: cst.BaseExpression) -> Value:
     return UNKNOWN
 
 
-def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...]) -> Value:
+def call_container_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...]) -> Value:
     func = node.func
     assert isinstance(func, cst.Attribute)
     container = dotted(func.value) or code_of(func.value)

@@ -27,7 +27,7 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     if recv.kind is Kind.OPTIMIZER:
         return call_optimizer_method(cx, node, recv, method)
     if recv.kind in _CONTAINERS:
-        return containers.call_method(cx, node, recv, method, args)
+        return containers.call_container_method(cx, node, recv, method, args)
     if recv.kind is Kind.NDARRAY:
         if method == "copy":
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)

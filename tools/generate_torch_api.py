@@ -1,6 +1,6 @@
 """Regenerate torch_api.json from the installed torch's own operator schemas.
 
-    python -m review_copies.analysis.semantics.generate_api
+    python tools/generate_torch_api.py
 
 The reviewer itself never imports torch (its process holds the API keys and must stay
 light); it reads this table instead. The table says, for every `torch.Tensor` method and
@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-OUT = Path(__file__).with_name("torch_api.json")
+OUT = Path(__file__).resolve().parent.parent / "reviewer" / "analysis" / "semantics" / "torch_api.json"
 # Not aten ops, or aten schemas that say less than the Python API does.
 _EXTRA = {
     "tensor": (
