@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import git
 import libcst as cst
+
 from review_copies.llm.options import build_options
 from review_copies.llm.prompts import load_book
 from review_copies.llm.stage import LLMStage

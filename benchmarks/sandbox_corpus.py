@@ -20,12 +20,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from sandbox_cases import CASES  # noqa: E402
+from sandbox_helpers import finding  # noqa: E402
+
 from review_copies.review.engine import FileJob, review_file  # noqa: E402
 from review_copies.rules import all_rules  # noqa: E402
 from review_copies.sandbox.verify.client import Sandbox  # noqa: E402
 from review_copies.sandbox.verify.stage import Verifier  # noqa: E402
-from sandbox_cases import CASES  # noqa: E402
-from sandbox_helpers import finding  # noqa: E402
 
 
 def labeled() -> list[tuple[str, str, object, str]]:

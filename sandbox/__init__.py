@@ -1,7 +1,8 @@
 """The torch sandbox: run the code a finding is about, as written and as fixed, in an
-isolated child of a warm torch worker, and say what torch did.
+isolated process, and say what torch did. Two processes, two packages:
 
-The reviewer's process imports only the torch-free modules (`client`, `subjects`,
-`recipes`, `verdict`, `isolate`, `protocol`); `zygote`, `child`, `observer` and
-`inputs` run in the sandbox's own processes.
+- `verify` runs in the reviewer's process and never imports torch;
+- `worker` runs only in the sandbox's own processes (it imports torch);
+- they share only `protocol` (typed messages and frames), `recipes` (what to measure for a
+  kind of bug, and how to decide) and `isolate` (how a probe process is confined).
 """

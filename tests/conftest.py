@@ -15,6 +15,7 @@ from pathlib import Path
 
 import git
 import pytest
+
 from review_copies.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

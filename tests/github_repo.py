@@ -12,6 +12,7 @@ from pathlib import Path
 
 import git
 import pytest
+
 from review_copies.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "github"

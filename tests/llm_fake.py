@@ -14,8 +14,9 @@ from typing import Any
 
 import git
 from pytest_httpserver import HTTPServer
-from review_copies.cli import main
 from werkzeug import Request, Response
+
+from review_copies.cli import main
 
 DATA = Path(__file__).parent / "llm_data"
 Handler = Callable[[dict[str, Any], int], Response]

@@ -13,11 +13,11 @@ from pathlib import Path
 import git
 import pytest
 import yaml
+
 from review_copies.cli import build_parser
 from review_copies.github.__main__ import build_parser as post_parser
 from review_copies.github.runner_outputs import step_outputs
 from review_copies.model.report import Report
-
 from tests.github_fake import FakeGitHub
 from tests.github_repo import REPOSITORY, make_pull_request, write_event
 

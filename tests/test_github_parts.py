@@ -7,6 +7,8 @@ import email.utils
 import json
 
 import pytest
+from werkzeug import Response
+
 from review_copies.github import markers
 from review_copies.github.api import ApiError, GitHubClient, RetryPolicy, graphql_url_for, next_link, retry_after
 from review_copies.github.bodies import BODY_LIMIT, ReviewSummary, comment_body, review_body, suggestion_fence
@@ -14,7 +16,6 @@ from review_copies.github.diff_positions import DiffMap, positions, suggestion_a
 from review_copies.github.pr_files import diff_map_from_files
 from review_copies.github.reviews_api import comment_payload
 from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion, Verification
-from werkzeug import Response
 
 FILE = ["import torch\n"] + [f"line{i} = torch.tensor(t{i})\n" for i in range(2, 41)]
 

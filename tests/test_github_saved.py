@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from review_copies.cli import main as review_main
 from review_copies.github.__main__ import main as post_main
-
 from tests.github_fake import FakeGitHub
 from tests.github_repo import FIXTURES, REPOSITORY, PullRequestRepo, fingerprint, make_pull_request
 

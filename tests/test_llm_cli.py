@@ -9,6 +9,7 @@ from pathlib import Path
 
 import git
 import pytest
+
 from review_copies.llm.options import build_options
 from review_copies.llm.prompts import load_book
 from review_copies.llm.stage import LLMStage
@@ -17,7 +18,6 @@ from review_copies.model.settings import ChangeSpec
 from review_copies.review.static import StaticOptions, run_static
 from review_copies.rules import all_rules
 from review_copies.source.changes import build_changeset
-
 from tests.llm_fake import DATA, FakeOpenAI, by_file, completion, error, llm_config, make_repo, recorded, review, slow, start_fake
 
 FILES = ("pkg/train.py", "pkg/metrics.py")

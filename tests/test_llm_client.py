@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from review_copies.llm.client import MAX_WAIT_SECONDS, ModelClient, Prompt, RequestFailed, Unavailable, backoff_wait, retry_after
 from review_copies.llm.options import LLMOptions, build_options
 from review_copies.llm.prompts import FileBlock
@@ -13,7 +14,6 @@ from review_copies.llm.requests import plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.model.errors import UsageError
 from review_copies.review.hunks import TensorHunk
-
 from tests.llm_fake import FakeOpenAI, answer, completion, error, start_fake
 
 PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")

@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+
 from review_copies.llm.context import focus
 from review_copies.llm.prompts import FileBlock, answer_schema, load_book, render_system, render_user, used_imports
 from review_copies.llm.validate import Shown, check_finding
 from review_copies.model.findings import Category
 from review_copies.review.engine import FileJob, review_file
 from review_copies.rules import all_rules, rule_by_code
-
 from tests.llm_fake import FakeOpenAI, answer, by_file, completion, llm_config, make_repo, review, start_fake
 
 INJECTION = '''import torch

@@ -7,6 +7,7 @@ from importlib import resources
 
 import jsonschema
 import pytest
+
 from review_copies.llm.merge import merge
 from review_copies.llm.placement import place
 from review_copies.llm.validate import AnswerError, Shown, check_answer, check_finding, parse_answer, schema_problem

@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
+
 from review_copies.analysis.parse import parse
 from review_copies.review.engine import FileJob, review_file
 from review_copies.source.diff import MalformedDiff, iter_file_diffs, unquote_path
-
 from tests.conftest import ROOT, Repo
 
 

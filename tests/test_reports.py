@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from review_copies.rules import all_rules
 
+from review_copies.rules import all_rules
 from tests.conftest import Repo, run_cli, run_process
 
 CHANGE = """\

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from review_copies.review import fixes
 from review_copies.review.engine import FileJob, review_file
 from review_copies.rules import Invalid, Rule, all_rules

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from review_copies import config
 from review_copies.app import review_changeset, write_report
 from review_copies.cli import build_parser, main, resolve_settings

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
+
 from review_copies.model.findings import Status
 from review_copies.sandbox.verify.stage import Verifier
-
 from tests.sandbox_helpers import finding, worker
 
 pytestmark = pytest.mark.cuda

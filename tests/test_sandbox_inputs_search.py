@@ -10,7 +10,6 @@ from review_copies.model.findings import Category
 from review_copies.sandbox import recipes as recipe_book
 from review_copies.sandbox.protocol import ProbeRequest, VariantRun, decode, encode
 from review_copies.sandbox.verify import subjects, verdict
-
 from tests.sandbox_helpers import finding, worker
 
 

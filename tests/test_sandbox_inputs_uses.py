@@ -7,6 +7,7 @@ import textwrap
 from typing import Any
 
 import libcst as cst
+
 from review_copies.model.findings import Category, Finding, Severity
 from review_copies.sandbox.verify import param_facts, subjects
 

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from review_copies.model.findings import Status
 from review_copies.model.report import Report
 from review_copies.sandbox.protocol import Limits
 from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.verify.stage import Verifier
-
 from tests.sandbox_helpers import finding, worker
 
 SECRET = "sk-sandbox-test-4f1c9e"

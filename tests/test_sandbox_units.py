@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+
 from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion
 from review_copies.rules import all_rules
 from review_copies.sandbox import recipes

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from review_copies.model.findings import Status
 
+from review_copies.model.findings import Status
 from tests.sandbox_cases import CASES, Case
 from tests.sandbox_helpers import finding, verify, worker
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+
 from review_copies.analysis.context import State
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.facts import is_module_class

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.events import Event, FunctionFlow, Saved
 from review_copies.analysis.facts import FileFacts

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
+
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.values import UNKNOWN, Value
 

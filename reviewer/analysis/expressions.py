@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Call, Use

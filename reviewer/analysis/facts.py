@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import libcst as cst
+
 from review_copies.analysis.parse import ParsedFile
 from review_copies.analysis.syntax import dotted
 from review_copies.analysis.values import Value

@@ -10,6 +10,7 @@ import copy
 from collections.abc import Sequence
 
 import libcst as cst
+
 from review_copies.analysis import expressions, parameters
 from review_copies.analysis.context import Context, State, join_states
 from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, Return, Store, Write

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context, State
 from review_copies.analysis.semantics import api

@@ -5,6 +5,7 @@ calls it. A parameter nothing says anything about is unknown."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.facts import is_local_module_class

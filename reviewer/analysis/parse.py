@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
 from review_copies.analysis.syntax import dotted, statement_bodies
 
 TORCH_MARKERS = ("torch",)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import libcst as cst
+
 from review_copies.analysis.syntax import call_method_name, receiver_of
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.Integer, cst.Float, cst.List, cst.Tuple, cst.Dict)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
+
 from review_copies.analysis.syntax import dotted
 
 

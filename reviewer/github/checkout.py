@@ -12,6 +12,7 @@ import base64
 from collections.abc import Sequence
 
 import git
+
 from review_copies.github.actions_env import ActionsEnv, PullRequest
 from review_copies.model.errors import UsageError
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO
 
 import git
+
 from review_copies.app import exit_status, review_changeset, write_report
 from review_copies.github.actions_env import PullRequest, load_event, pull_request_from_event, read_env
 from review_copies.github.api import GitHubClient, RetryPolicy

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import openai
+
 from review_copies.llm.options import LLMOptions
 
 MODES = ("json_schema", "json_object", "none")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
+
 from review_copies.llm.placement import Placed, place, strip_number_column
 from review_copies.model.findings import Category, Dropped, Finding, Severity, Suggestion
 from review_copies.review import fixes

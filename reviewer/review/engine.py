@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
+
 from review_copies.analysis.analyze import analyze_file
 from review_copies.analysis.events import FunctionFlow
 from review_copies.analysis.parse import ParsedFile, SourceProblem, mentions_torch, parse

@@ -6,6 +6,7 @@ import difflib
 import re
 
 import libcst as cst
+
 from review_copies.analysis.parse import ParsedFile
 from review_copies.model.findings import Suggestion
 

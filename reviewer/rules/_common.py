@@ -4,6 +4,7 @@ in-place statement out of place."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.events import Bind, Write
 from review_copies.analysis.rewrite import atom, kwarg, method, out_of_place
 from review_copies.analysis.semantics import api

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
+
 from review_copies.analysis.events import FunctionFlow
 from review_copies.model.findings import Category, Severity
 

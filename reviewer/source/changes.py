@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import git
+
 from review_copies.model.errors import UsageError
 from review_copies.model.settings import ChangeSpec
 from review_copies.source.diff import FileDiff, Hunk, iter_file_diffs

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.parse import ParsedFile, Scope, SourceProblem, parse
 from review_copies.model.findings import Finding
 from review_copies.review import fixes

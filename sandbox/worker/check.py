@@ -13,6 +13,7 @@ import re
 from dataclasses import replace
 
 import torch
+
 from review_copies.sandbox.protocol import (
     Comparison,
     GradCheck,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 
 import torch
+
 from review_copies.sandbox.protocol import GradCheck
 from review_copies.sandbox.worker import inputs as synth
 from review_copies.sandbox.worker.load import SubjectError, error_text, load, reset_torch_state, seed

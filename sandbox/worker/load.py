@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from review_copies.sandbox.protocol import Side
 
 MAX_MESSAGE = 300

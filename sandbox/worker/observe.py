@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from review_copies.sandbox.protocol import Difference, Overwrite
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from review_copies.sandbox.protocol import Difference, Overwrite
 
 COPY_OPS = frozenset(
     {

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from review_copies.sandbox.protocol import BackwardRun, Changed, Mutation, OutAlias, Overwrite, Retained, Shared, Side, SideRun, WatchReport
 from review_copies.sandbox.worker import inputs as synth
 from review_copies.sandbox.worker.load import MAX_MESSAGE, Loaded, SubjectError, error_text, load, reset_torch_state, seed

@@ -70,6 +70,7 @@ class Zygote:
         # Imports only, no op: the first dispatch mode pulls in torch._dynamo (~0.9 s),
         # which every probe would otherwise pay again.
         import torch._dynamo
+
         from review_copies.sandbox.worker import check  # noqa: F401
 
         self.warm_seconds = time.perf_counter() - started

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
+
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import dotted

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.parse import ParsedFile

@@ -6,6 +6,7 @@ intended rather than a hazard; the name lists are in `analysis.guesses`."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.events import FunctionFlow, Return, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
 from review_copies.analysis.syntax import code_of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.events import Backward, Bind, Event, FunctionFlow, Loop, Return, Use, Write
 from review_copies.analysis.guesses import TRAINING_ITERABLE
 from review_copies.analysis.syntax import code_of, names_in

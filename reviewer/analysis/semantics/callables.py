@@ -4,6 +4,7 @@ builtin (`len`, `list`, `sum`, `zip`...)."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api

@@ -4,6 +4,7 @@ return, and what `append` tells about what they hold."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Store
 from review_copies.analysis.syntax import code_of, dotted, short_code

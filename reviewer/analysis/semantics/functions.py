@@ -5,6 +5,7 @@ module and optimizer constructors, `copy.deepcopy`, NumPy."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api

@@ -4,6 +4,7 @@ a container, an array, a tensor) or, when unknown, by what only one kind of valu
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Backward

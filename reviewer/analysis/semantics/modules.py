@@ -5,6 +5,7 @@ into parameters in place, `zero_grad(set_to_none=False)` into gradients."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write

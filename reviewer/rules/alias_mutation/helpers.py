@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import libcst as cst
+
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
 from review_copies.analysis.queries.autograd import saved_before

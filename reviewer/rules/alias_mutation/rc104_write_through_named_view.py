@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.events import Bind, FunctionFlow
 from review_copies.analysis.queries.aliasing import AliasPair
 from review_copies.analysis.syntax import call_method_name, code_of

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import Backward, Bind, FunctionFlow
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.loops import bound_outside, loop_of

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.rewrite import no_grad_block

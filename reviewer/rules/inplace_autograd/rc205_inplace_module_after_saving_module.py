@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import clean_args
 from review_copies.analysis.syntax import code_of, last, short_code

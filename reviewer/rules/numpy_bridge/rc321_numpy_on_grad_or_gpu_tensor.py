@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import chain, method
 from review_copies.analysis.syntax import call_method_name, code_of, receiver_of

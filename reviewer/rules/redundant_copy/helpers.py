@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.syntax import call_method_name, receiver_of
 
 

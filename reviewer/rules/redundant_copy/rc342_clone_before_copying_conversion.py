@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import clean_args, kwarg, method
 from review_copies.analysis.semantics import api

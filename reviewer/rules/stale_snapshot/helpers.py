@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+
 from review_copies.analysis.events import Bind, Event, FunctionFlow, Use, Write
 from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of
 from review_copies.analysis.roots import overlaps

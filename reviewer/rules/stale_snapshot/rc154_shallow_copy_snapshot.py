@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import chain

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from review_copies.analysis.events import Bind, FunctionFlow
 from review_copies.analysis.guesses import MODULE_COPY_NAME
 from review_copies.analysis.queries.aliasing import name_of

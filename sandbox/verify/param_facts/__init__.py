@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
+
 from review_copies.analysis.guesses import FACTORY_NAME, MODULE_BASE_NAME
 from review_copies.analysis.syntax import dotted, names_in
 from review_copies.sandbox.verify.param_facts.table import Facts, FactTable

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import libcst as cst
+
 from review_copies.analysis.guesses import MODULE_RECEIVER_NAME
 from review_copies.analysis.syntax import dotted, last
 from review_copies.sandbox.verify.param_facts.table import FactTable

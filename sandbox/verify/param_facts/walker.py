@@ -5,6 +5,7 @@ of such a name to `roles`."""
 from __future__ import annotations
 
 import libcst as cst
+
 from review_copies.analysis.syntax import dotted, last
 from review_copies.sandbox.verify.param_facts.roles import CONVERSIONS, SAME_VALUE_METHODS, int_value, string_value, use
 from review_copies.sandbox.verify.param_facts.table import Facts, FactTable

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
 from review_copies.sandbox.worker.inputs.names import SIZE_NAME, annotation_text, kind_of, name_kind
 from review_copies.sandbox.worker.inputs.variant import BATCH, CLASSES, FEATURES, HEADS, MAX_CANDIDATES, SEQ, SPATIAL
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
 from review_copies.sandbox.worker.inputs.candidates import Cand, Providers, Slot, candidates, facts_names
 from review_copies.sandbox.worker.inputs.names import kind_of
 from review_copies.sandbox.worker.inputs.variant import Unbuildable

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from review_copies.sandbox.worker.inputs.candidates import Cand, candidates, is_size
 from review_copies.sandbox.worker.inputs.plan import Plan
 from review_copies.sandbox.worker.inputs.variant import BATCH, CLASSES, FEATURES, SEQ, SPATIAL, VOCAB, Unbuildable, Variant

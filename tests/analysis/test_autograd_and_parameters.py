@@ -1,0 +1,211 @@
+"""What autograd saves and what parameters hold: the facts the autograd and retention rules
+stand on, and where each parameter's kind comes from."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from review_copies.analysis import roots
+from review_copies.analysis.analyze import FileAnalysis
+from review_copies.analysis.events import Write
+from review_copies.analysis.parse import parse
+from review_copies.analysis.queries.aliasing import alias_pairs
+from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.callers import caller_keeps_argument, returns_argument
+from review_copies.analysis.queries.intent import is_mutating_function
+from review_copies.analysis.queries.loops import training_loop
+from review_copies.analysis.values import Kind, Tri
+from tests.analysis.helpers import bound, flow, flows
+
+
+def test_sigmoid_saves_its_output_and_the_write_after_it_finds_the_save() -> None:
+    f = flow("""
+    import torch
+    def f(x: torch.Tensor):
+        x.requires_grad_()
+        y = torch.sigmoid(x)
+        y.mul_(2)
+        return y
+    """)
+    (saved,) = f.saved
+    assert saved.op == "`sigmoid`" and saved.roots == bound(f, "y")[0].value.roots
+    (write,) = f.of(Write)
+    assert saved_before(f, write) is saved
+
+
+def test_a_product_saves_each_operand_for_the_other() -> None:
+    f = flow("""
+    import torch
+    def f():
+        w = torch.randn(3, requires_grad=True)
+        x = torch.randn(3)
+        y = x * w
+    """)
+    saved_roots = {r for s in f.saved for r in s.roots}
+    assert bound(f, "x")[0].value.roots <= saved_roots
+    assert bound(f, "y")[0].value.graph == frozenset(s.index for s in f.saved)
+
+
+def test_nothing_is_saved_under_no_grad() -> None:
+    f = flow("""
+    import torch
+    def f():
+        w = torch.randn(3, requires_grad=True)
+        with torch.no_grad():
+            y = torch.sigmoid(w) * w
+    """)
+    assert f.saved == []
+
+
+def test_a_backward_in_between_frees_what_was_saved() -> None:
+    f = flow("""
+    import torch
+    def f():
+        w = torch.randn(3, requires_grad=True)
+        y = torch.exp(w)
+        y.sum().backward()
+        y.add_(1)
+    """)
+    (write,) = f.of(Write)
+    assert saved_before(f, write) is None
+
+
+def test_a_parameter_s_kind_comes_from_its_annotation_default_and_uses() -> None:
+    f = flow("""
+    import torch
+    from torch import nn
+    def f(a: torch.Tensor, b: nn.Module, c: int, d=0.1, e=None, model=None, x=None, opt=None, loss=None):
+        model(x)
+        x.sum(dim=1)
+        loss.backward()
+        opt.zero_grad()
+        opt.step()
+    """)
+    kinds = {name: value.kind for name, value in f.params.items()}
+    assert kinds["a"] is Kind.TENSOR and kinds["b"] is Kind.MODULE and kinds["c"] is Kind.OTHER
+    assert kinds["d"] is Kind.UNKNOWN and kinds["e"] is Kind.UNKNOWN
+    assert kinds["model"] is Kind.MODULE and kinds["x"] is Kind.TENSOR and kinds["opt"] is Kind.OPTIMIZER
+    assert f.params["loss"].kind is Kind.TENSOR and f.params["loss"].grad is Tri.YES  # backward() is called on it
+    assert f.params["a"].roots == frozenset((roots.argument("a"),))
+    assert f.params["model"].roots == frozenset((roots.parameters("model"),))
+
+
+def test_forward_s_first_input_is_a_tensor() -> None:
+    f = flow("""
+    import torch
+    class Net(torch.nn.Module):
+        def forward(self, x, mask=None):
+            return x
+    """, "Net.forward")
+    assert f.is_forward and f.params["x"].kind is Kind.TENSOR and f.params["mask"].kind is Kind.UNKNOWN
+
+
+def test_isinstance_narrows_each_arm() -> None:
+    f = flow("""
+    import torch
+    def f(v):
+        if isinstance(v, torch.Tensor):
+            a = v
+        else:
+            b = v
+    """)
+    assert bound(f, "a")[0].value.kind is Kind.TENSOR
+    assert bound(f, "b")[0].value.kind is Kind.OTHER
+
+
+def test_methods_see_the_attributes_init_sets() -> None:
+    fs = flows("""
+    import torch
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.register_buffer("scale", torch.ones(2))
+
+        def forward(self, x):
+            h = self.fc(x)
+            return h * self.scale
+    """)
+    f = fs["Net.forward"]
+    assert bound(f, "h")[0].value.attached  # a Linear owns parameters
+    assert f.final_state["self.scale"].is_tensor and f.final_state["self.scale"].grad is Tri.NO
+
+
+def test_module_constants_reach_every_function() -> None:
+    parsed = parse("example.py", 'import torch\nDEVICE = torch.device("cuda")\nEPS = 1e-6\ndef f():\n    return torch.zeros(2, device=DEVICE)\n')
+    analysis = FileAnalysis(parsed)
+    constants = analysis.constants()
+    assert constants["DEVICE"].kind is Kind.DEVICE and constants["EPS"].kind is Kind.SCALAR
+    scope = next(s for s in parsed.scopes if s.name == "f")
+    (ret,) = [e for e in analysis.function(scope).events if type(e).__name__ == "Return"]
+    assert ret.value.device.may_be_gpu
+
+
+def test_a_pipeline_step_receives_the_tensor_the_step_before_returns() -> None:
+    parsed = parse("example.py", """import torch
+from torchvision import transforms
+class Scale:
+    def __call__(self, img):
+        img.mul_(2)
+        return img
+pipeline = transforms.Compose([transforms.ToTensor(), Scale()])
+""")
+    inputs = FileAnalysis(parsed).pipeline_inputs()
+    assert "Scale" in inputs and inputs["Scale"].startswith("the output of `transforms.ToTensor(...)`")
+
+
+def test_the_queries_rules_ask() -> None:
+    fs = flows("""
+    import torch
+    def normalize(x: torch.Tensor):
+        y = x.view(-1)
+        y -= y.mean()
+        return x
+
+    def reset_(buf: torch.Tensor):
+        buf.zero_()
+
+    def caller(images: torch.Tensor):
+        out = normalize(images)
+        return images + out
+
+    def train(model, loader, opt):
+        for x in loader:
+            model(x).sum().backward()
+            opt.step()
+    """)
+    normalize = fs["normalize"]
+    (write,) = normalize.of(Write)
+    assert [p.holder for p in alias_pairs(normalize, write)] == ["x"]
+    assert returns_argument(normalize, "x") and caller_keeps_argument(normalize, "x")
+    assert is_mutating_function(fs["reset_"]) and not is_mutating_function(normalize)
+    train = fs["train"]
+    assert training_loop(train, next(iter(train.loops.values())))
+
+
+def test_the_walk_is_the_same_whatever_the_hash_seed(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from tests.analysis.helpers import flow\n"
+        "f = flow('''\\nimport torch\\ndef f(x: torch.Tensor, m):\\n    y = m(x)\\n    for i in range(3):\\n        y = y * x\\n    return y\\n''')\n"
+        "print([(type(e).__name__, e.line, sorted(getattr(e, 'value', None).roots) if hasattr(e, 'value') else None) for e in f.events])\n"
+    )
+    outs = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        outs.add(done.stdout)
+    assert len(outs) == 1
+
+
+def test_a_syntax_node_the_walk_does_not_model_is_unknown() -> None:
+    f = flow("""
+    def f():
+        x = ...
+        return x
+    """)
+    assert bound(f, "x")[0].value.kind is Kind.UNKNOWN
+    assert isinstance(bound(f, "x")[0].expr, cst.Ellipsis)

@@ -1,0 +1,180 @@
+"""What the model says a name holds, and which names share memory: each test is a few lines
+of code and what the analysis must know about them."""
+
+from __future__ import annotations
+
+from review_copies.analysis import roots
+from review_copies.analysis.events import Bind, Call, Write
+from review_copies.analysis.values import Device, Kind, Tri
+from tests.analysis.helpers import bound, flow
+
+
+def test_a_factory_makes_a_fresh_cpu_tensor_that_needs_no_grad() -> None:
+    f = flow("""
+    import torch
+    def f():
+        t = torch.zeros(3)
+    """)
+    (b,) = bound(f, "t")
+    assert b.value.kind is Kind.TENSOR and b.value.grad is Tri.NO and b.value.device is Device.CPU
+    assert b.value.dtype == "float32" and len(b.value.roots) == 1 and not b.value.leaf
+
+
+def test_requires_grad_true_makes_a_leaf_attached_to_the_graph() -> None:
+    f = flow("""
+    import torch
+    def f():
+        w = torch.randn(3, requires_grad=True)
+        y = w * 2
+    """)
+    (w,) = bound(f, "w")
+    (y,) = bound(f, "y")
+    assert w.value.leaf and w.value.attached
+    assert y.value.attached and not y.value.leaf and y.value.roots.isdisjoint(w.value.roots)
+
+
+def test_a_plain_assignment_is_the_same_storage() -> None:
+    f = flow("""
+    import torch
+    def f():
+        a = torch.ones(2)
+        b = a
+    """)
+    assert bound(f, "b")[0].value.roots == bound(f, "a")[0].value.roots
+
+
+def test_views_detach_and_data_share_memory_and_say_how() -> None:
+    f = flow("""
+    import torch
+    def f():
+        a = torch.ones(2, 3)
+        v = a.view(3, 2)
+        d = a.detach()
+        r = a.reshape(6)
+        s = a[0]
+        m = a[[0, 1]]
+        t = a[torch.tensor([0, 1])]
+    """)
+    a = bound(f, "a")[0].value
+    views = {name: bound(f, name)[0].value for name in "vdrsm"}
+    assert views["v"].roots == a.roots and views["v"].via == "view" and views["v"].certain
+    assert views["d"].roots == a.roots and views["d"].via == "detach" and views["d"].grad is Tri.NO
+    assert views["r"].roots == a.roots and not views["r"].certain  # reshape may copy
+    assert views["s"].roots == a.roots  # basic indexing is a view
+    assert views["m"].roots.isdisjoint(a.roots)  # advanced indexing copies
+    # A tensor index may be a 0-d integer (a view) or not (a copy): the model says "maybe".
+    t = bound(f, "t")[0].value
+    assert t.roots == a.roots and not t.certain
+
+
+def test_clone_and_deepcopy_make_new_storage() -> None:
+    f = flow("""
+    import copy
+    import torch
+    def f(model):
+        a = torch.ones(2)
+        c = a.clone()
+        s = copy.deepcopy(model.state_dict())
+    """)
+    assert bound(f, "c")[0].value.roots.isdisjoint(bound(f, "a")[0].value.roots)
+    s = bound(f, "s")[0].value
+    assert s.kind is Kind.STATE_DICT and s.element is not None and not s.element.roots & {roots.parameters("model")}
+
+
+def test_a_conversion_to_what_the_tensor_already_is_returns_it() -> None:
+    f = flow("""
+    import torch
+    def f():
+        a = torch.zeros(2)
+        same = a.float()
+        other = a.double()
+        moved = a.to("cuda")
+    """)
+    a = bound(f, "a")[0].value
+    assert bound(f, "same")[0].value.roots == a.roots and bound(f, "same")[0].value.via == "to"
+    assert bound(f, "other")[0].value.roots.isdisjoint(a.roots)
+    moved = bound(f, "moved")[0].value
+    assert moved.roots.isdisjoint(a.roots) and moved.device is Device.CUDA
+
+
+def test_numpy_and_from_numpy_share_memory() -> None:
+    f = flow("""
+    import numpy as np
+    import torch
+    def f():
+        a = torch.zeros(2)
+        n = a.numpy()
+        b = torch.from_numpy(np.ones(3))
+    """)
+    n = bound(f, "n")[0].value
+    assert n.kind is Kind.NDARRAY and n.roots == bound(f, "a")[0].value.roots and n.via == "numpy"
+    assert bound(f, "b")[0].value.via == "from_numpy"
+
+
+def test_state_dict_and_parameters_hold_the_live_tensors() -> None:
+    f = flow("""
+    def f(model):
+        sd = model.state_dict()
+        ps = list(model.parameters())
+    """)
+    sd = bound(f, "sd")[0].value
+    assert sd.kind is Kind.STATE_DICT and sd.roots == frozenset((roots.parameters("model"),))
+    ps = bound(f, "ps")[0].value
+    assert ps.kind is Kind.PARAMETER_LIST and ps.element is not None and ps.element.leaf
+
+
+def test_an_in_place_write_is_recorded_with_its_target() -> None:
+    f = flow("""
+    import torch
+    def f(x: torch.Tensor):
+        y = x.view(-1)
+        y.add_(1)
+        y[0] = 2
+        y += 3
+    """)
+    writes = list(f.of(Write))
+    assert [w.op for w in writes] == [".add_()", "[...] =", "+="]
+    assert all(roots.argument("x") in w.target.roots for w in writes)
+
+
+def test_out_and_inplace_keyword_writes_are_recorded() -> None:
+    f = flow("""
+    import torch
+    import torch.nn.functional as F
+    def f(x: torch.Tensor, buf: torch.Tensor):
+        torch.add(x, 1, out=buf)
+        F.relu(x, inplace=True)
+    """)
+    assert [w.op for w in f.of(Write)] == ["out=", "relu(inplace=True)"]
+
+
+def test_an_import_alias_of_torch_is_resolved() -> None:
+    f = flow("""
+    import torch as T
+    from torch import zeros
+    def f():
+        a = T.ones(2)
+        b = zeros(2)
+    """)
+    assert bound(f, "a")[0].value.is_tensor and bound(f, "b")[0].value.is_tensor
+    assert {q for c in f.of(Call) for q in c.qualnames} >= {"torch.ones", "torch.zeros"}
+
+
+def test_a_local_name_shadows_an_import() -> None:
+    f = flow("""
+    import torch
+    def f(torch):
+        a = torch.ones(2)
+    """)
+    assert bound(f, "a")[0].value.kind is Kind.UNKNOWN
+
+
+def test_the_binding_events_follow_the_code_in_order() -> None:
+    f = flow("""
+    import torch
+    def f():
+        a = torch.ones(1)
+        a = a + 1
+    """)
+    binds = [e for e in f.of(Bind) if e.name == "a"]
+    assert [b.line for b in binds] == [3, 4] and binds[0].index < binds[1].index
