@@ -9,7 +9,7 @@ the work folder, so its pins never touch ours. Both tools run as whole processes
 same file list, timed wall-clock; the table prints files/s, lines/s and the ratio, and the
 peak memory of each process.
 
-    python benchmarks/speed_vs_torchfix.py [--work .bench] [--runs 1] [--jobs N] [--corpus torch|transformers|all]
+    python benchmarks/speed_vs_torchfix.py [--work .bench] [--runs 1] [--jobs N] [--corpus torch|transformers|all] [--compare NAME=EXE]
 """
 
 from __future__ import annotations
@@ -104,7 +104,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="runs per tool and corpus (the median is shown)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="TorchFix -j (review-copies uses one worker per core)")
     parser.add_argument("--corpus", choices=("torch", "transformers", "all"), default="all")
+    parser.add_argument("--compare", metavar="NAME=EXE", action="append", default=[],
+                        help="another review-copies executable timed the same way, e.g. before=/path/to/old/venv/bin/review-copies")
     args = parser.parse_args()
+    others = [tuple(spec.split("=", 1)) for spec in args.compare]
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     corpora = []
@@ -122,14 +125,18 @@ def main() -> int:
         ours = [*review_copies_cmd(), "--all", "--offline", "--no-sandbox", "--format", "json", "--fail-on", "none", str(corpus.root)]
         theirs = [str(torchfix), "--select=ALL", f"-j{args.jobs}", str(corpus.root)]
         results = {}
-        for tool, cmd in (("review-copies", ours), ("torchfix", theirs)):
+        extra = [(name, [exe, *ours[len(review_copies_cmd()):]]) for name, exe in others]
+        for tool, cmd in (("review-copies", ours), *extra, ("torchfix", theirs)):
             runs = sorted((_timed(cmd, work) for _ in range(args.runs)), key=lambda r: r[0])
             seconds, peak, code = runs[len(runs) // 2]
             results[tool] = seconds
             failed = "" if code in (0, 1) else f"  (exit {code})"
             rate = f"{corpus.files / seconds:>8.1f} {corpus.lines / seconds:>9.0f}"
             print(f"{corpus.name:<13} {corpus.files:>6} {corpus.lines:>9} | {tool:<14} {seconds:>7.1f} {rate} {peak:>8.0f}{failed}")
-        print(f"{'':<31} | ratio: review-copies is {results['torchfix'] / results['review-copies']:.1f}x TorchFix's files/s\n")
+        print(f"{'':<31} | ratio: review-copies is {results['torchfix'] / results['review-copies']:.1f}x TorchFix's files/s")
+        for name, _ in others:
+            print(f"{'':<31} | ratio: review-copies is {results[name] / results['review-copies']:.2f}x {name}'s files/s")
+        print()
     return 0
 
 

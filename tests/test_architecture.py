@@ -80,3 +80,15 @@ def test_one_top_level_package_is_installed() -> None:
     assert review_copies.__name__ == "review_copies"
     for name in ("reviewer", "sandbox", "prompts"):
         assert (ROOT / name).is_dir(), f"the repository keeps {name}/ at its top"
+
+
+def test_the_readme_documents_every_llm_option_with_its_default() -> None:
+    from review_copies.model.settings import LLM_OPTIONS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith("| `llm-") or line.startswith("| `price-")]
+    for option in LLM_OPTIONS:
+        row = next((r for r in rows if f"`{option.key}`" in r), None)
+        assert row is not None, f"{option.key} is not in the README's table"
+        if isinstance(option.default, (int, float)) and not isinstance(option.default, bool):
+            assert f"| {option.default:g} |" in row.replace(".0 |", " |") or f"| {option.default} |" in row, (option.key, row)

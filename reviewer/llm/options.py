@@ -9,26 +9,32 @@ from pathlib import Path
 from typing import Any
 
 from review_copies.model.errors import UsageError
+from review_copies.model.settings import LLM_OPTIONS, LLMOption
+
+_DEFAULTS = {option.field: option.default for option in LLM_OPTIONS}
 
 DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)
 class LLMOptions:
+    """The LLM stage's settings. Every field after `base_url` is one `llm-*` key of
+    `[tool.review-copies]`; its default, type and bound are in `model.settings.LLM_OPTIONS`."""
+
     model: str
     api_key: str
     base_url: str | None = None
     # Prompt tokens for the whole review; hunks past it are listed as not reviewed.
-    budget_tokens: int = 60_000
+    budget_tokens: int = _DEFAULTS["budget_tokens"]
     # Prompt tokens of one request: small enough for local models' context windows and
     # for the model to keep its attention on every hunk.
-    request_tokens: int = 12_000
-    max_output_tokens: int = 2_000
-    concurrency: int = 4
-    timeout: float = 60.0
-    retries: int = 3
+    request_tokens: int = _DEFAULTS["request_tokens"]
+    max_output_tokens: int = _DEFAULTS["max_output_tokens"]
+    concurrency: int = _DEFAULTS["concurrency"]
+    timeout: float = _DEFAULTS["timeout"]
+    retries: int = _DEFAULTS["retries"]
     # First wait before a retry, doubled each time (Retry-After overrides it).
-    backoff: float = 1.0
+    backoff: float = _DEFAULTS["backoff"]
     cache_dir: Path | None = None
     price_input: float | None = None
     price_output: float | None = None
@@ -41,13 +47,6 @@ class LLMOptions:
 def default_cache_dir(env: dict[str, str]) -> Path:
     base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
     return Path(base) / "review-copies" / "llm"
-
-
-def _positive(table: dict[str, Any], key: str, default: float) -> Any:
-    value = table.get(key, default)
-    if value <= 0:
-        raise UsageError(f"bad configuration: '{key}' must be greater than 0")
-    return value
 
 
 def _cache_dir(table: dict[str, Any], repo_root: Path | None, env: dict[str, str]) -> Path | None:
@@ -73,6 +72,18 @@ def _inside(path: Path, root: Path) -> bool:
     return resolved == top or top in resolved.parents
 
 
+_BOUND_WORDS = {"positive": "must be greater than 0", "zero-or-more": "must be 0 or more", "not-negative": "must not be negative"}
+
+
+def _checked(option: LLMOption, value: Any) -> Any:
+    bounded = value is not None and option.bound
+    if bounded and (value <= 0 if option.bound == "positive" else value < 0):
+        raise UsageError(f"bad configuration: '{option.key}' {_BOUND_WORDS[option.bound]}")
+    if value is None or option.kinds == (str,):
+        return value
+    return float(value) if float in option.kinds else int(value)
+
+
 def build_options(
     model: str,
     api_key: str,
@@ -81,31 +92,7 @@ def build_options(
     repo_root: Path | None,
     env: dict[str, str],
 ) -> LLMOptions:
-    defaults = LLMOptions(model=model, api_key=api_key)
-    request_tokens = int(_positive(table, "llm-request-tokens", defaults.request_tokens))
-    budget = int(_positive(table, "llm-budget-tokens", defaults.budget_tokens))
-    retries = table.get("llm-retries", defaults.retries)
-    if retries < 0:
-        raise UsageError("bad configuration: 'llm-retries' must be 0 or more")
-    backoff = table.get("llm-backoff", defaults.backoff)
-    if backoff < 0:
-        raise UsageError("bad configuration: 'llm-backoff' must be 0 or more")
-    prices = {key: table.get(key) for key in ("price-per-million-input", "price-per-million-output")}
-    for key, value in prices.items():
-        if value is not None and value < 0:
-            raise UsageError(f"bad configuration: '{key}' must not be negative")
-    return LLMOptions(
-        model=model,
-        api_key=api_key,
-        base_url=base_url,
-        budget_tokens=budget,
-        request_tokens=request_tokens,
-        max_output_tokens=int(_positive(table, "llm-max-output-tokens", defaults.max_output_tokens)),
-        concurrency=int(_positive(table, "llm-concurrency", defaults.concurrency)),
-        timeout=float(_positive(table, "llm-timeout", defaults.timeout)),
-        retries=int(retries),
-        backoff=float(backoff),
-        cache_dir=_cache_dir(table, repo_root, env),
-        price_input=prices["price-per-million-input"],
-        price_output=prices["price-per-million-output"],
-    )
+    """The options from the `llm-*` keys of the configuration (already type-checked by the
+    configuration reader), each checked against its bound."""
+    values = {option.field: _checked(option, table.get(option.key, option.default)) for option in LLM_OPTIONS if option.field != "cache_dir"}
+    return LLMOptions(model=model, api_key=api_key, base_url=base_url, cache_dir=_cache_dir(table, repo_root, env), **values)

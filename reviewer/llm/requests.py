@@ -22,7 +22,7 @@ OVER_BUDGET = "over the review's token budget (llm-budget-tokens = {limit})"
 
 
 @dataclass(frozen=True)
-class Request:
+class LLMRequest:
     """One call to the model: its user message and what it shows."""
 
     index: int
@@ -37,7 +37,7 @@ class Request:
 
 @dataclass
 class RequestPlan:
-    requests: list[Request] = field(default_factory=list)
+    requests: list[LLMRequest] = field(default_factory=list)
     left_out: list[tuple[TensorHunk, str]] = field(default_factory=list)
 
     @property
@@ -82,7 +82,7 @@ def plan_requests(
         nonlocal current, current_cost, spent
         if current:
             user, tokens = cost(current)
-            plan.requests.append(Request(len(plan.requests), blocks_for(current, static), user, tokens))
+            plan.requests.append(LLMRequest(len(plan.requests), blocks_for(current, static), user, tokens))
             spent += tokens
         current, current_cost = [], 0
 

@@ -18,7 +18,7 @@ from review_copies.llm.context import focus
 from review_copies.llm.merge import merge
 from review_copies.llm.options import LLMOptions, build_options
 from review_copies.llm.prompts import PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
-from review_copies.llm.requests import Request, RequestPlan, plan_requests
+from review_copies.llm.requests import LLMRequest, RequestPlan, plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.llm.validate import AnswerError, Checked, Shown, check_answer, unusable
 from review_copies.model.findings import Category, Finding, Note
@@ -32,7 +32,7 @@ from review_copies.rules import Rule
 
 @dataclass
 class RequestResult:
-    request: Request
+    request: LLMRequest
     checked: Checked = field(default_factory=Checked)
     failure: str | None = None  # why the request's hunks count as not reviewed
     cached: bool = False
@@ -98,7 +98,7 @@ class LLMStage:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="review-copies-llm") as pool:
             return list(pool.map(lambda r: self._one(prepared, client, texts, r), requests))
 
-    def _one(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> RequestResult:
+    def _one(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: LLMRequest) -> RequestResult:
         try:
             return self._ask(prepared, client, texts, request)
         except Exception as exc:  # a bug of ours must not cost the static findings
@@ -106,7 +106,7 @@ class LLMStage:
                 raise
             return RequestResult(request, failure=f"internal error reading the answer: {type(exc).__name__}: {exc}")
 
-    def _ask(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: Request) -> RequestResult:
+    def _ask(self, prepared: Prepared, client: ModelClient, texts: dict[str, str], request: LLMRequest) -> RequestResult:
         key = request_key(
             self.opts.model,
             self.opts.endpoint,
@@ -127,7 +127,7 @@ class LLMStage:
             self.cache.put(key, Cached(content, outcome.prompt_tokens, outcome.completion_tokens))
         return outcome
 
-    def _from_model(self, prepared: Prepared, client: ModelClient, request: Request, outcome: RequestResult) -> tuple[str, bool] | None:
+    def _from_model(self, prepared: Prepared, client: ModelClient, request: LLMRequest, outcome: RequestResult) -> tuple[str, bool] | None:
         """The answer's text and whether it was cut off; None (and the reason on the
         outcome) when there is no answer to read."""
         try:
