@@ -13,21 +13,19 @@ from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
-_PAIR = {"clone": "contiguous", "contiguous": "clone"}
-
-
 class CloneAndContiguous(Rule):
     """
     ## What it does
-    Finds `x.clone().contiguous()` and `x.contiguous().clone()` on a tensor that may not
-    be contiguous (a view, a transposed or sliced tensor, an argument).
+    Finds `x.clone().contiguous()` on a tensor that may not be contiguous (a view, a
+    transposed or sliced tensor, an argument).
 
     ## Why is this bad?
-    Both copy a non-contiguous tensor twice: `clone()` keeps the input's strides
+    It copies a non-contiguous tensor twice: `clone()` keeps the input's strides
     (`memory_format=torch.preserve_format`), so its copy is not contiguous either and
-    `.contiguous()` copies it again; the other order makes a contiguous copy and then
-    clones that. `x.clone(memory_format=torch.contiguous_format)` makes one copy that is
-    contiguous (measured with torch 2.13: two `aten.clone` calls against one).
+    `.contiguous()` copies it again. `x.clone(memory_format=torch.contiguous_format)`
+    makes one copy that is contiguous (measured with torch 2.13: two `aten.clone` calls
+    against one). The other order, `x.contiguous().clone()`, is RC341's: a clone of the
+    temporary `contiguous()` made.
 
     ## Example
     ```python
@@ -54,7 +52,7 @@ class CloneAndContiguous(Rule):
     name = "clone-and-contiguous"
     category = Category.REDUNDANT_COPY
     severity = Severity.INFO
-    prefilter = (".contiguous()",)
+    prefilter = (".clone().contiguous()",)
     recipes = ("copy-bytes",)
 
     VALID = (
@@ -102,7 +100,7 @@ class CloneAndContiguous(Rule):
             import torch
             def f(frames: torch.Tensor):
                 patch = frames[:, 1:3]
-                return patch.contiguous().clone()
+                return patch.clone().contiguous()
             """,
             line=4,
             fix="""
@@ -118,9 +116,9 @@ class CloneAndContiguous(Rule):
         torch_name = flow.file.imports.module_alias("torch")
         for event in flow.of(Call):
             inner = event.receiver_node
-            if event.method not in _PAIR or event.call.args or not isinstance(inner, cst.Call) or inner.args:
+            if event.method != "contiguous" or event.call.args or not isinstance(inner, cst.Call) or inner.args:
                 continue
-            if call_method_name(inner) != _PAIR[event.method]:
+            if call_method_name(inner) != "clone":
                 continue
             base = receiver_of(inner)
             value = flow.value(base)
