@@ -59,6 +59,11 @@ class Watch:
     span: tuple[int, int]
     names: tuple[str, ...]
     kind: str
+    # What the statement reads its value from (`model` of `best = model.state_dict()`): a
+    # snapshot recipe needs to see that source change before a kept value can be judged.
+    sources: tuple[str, ...] = ()
+    # The statement is inside a loop of its function (it runs many times in one call).
+    in_loop: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,8 @@ class ProbeRequest:
     recipes: tuple[str, ...]
     subject: Subject
     probe: str = ""
+    # What the finding says happens ("grad": a tensor requires grad, "gpu": it lives on a GPU).
+    claims: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     id: int = 0
     # Set by the worker: the probe process's private directory.
@@ -188,13 +195,37 @@ class Shared:
 
 
 @dataclass(frozen=True)
+class LineCall:
+    """A torch function the finding's line called, and what it was given first: what
+    `.numpy()`, `torch.tensor(...)` or `np.asarray(...)` converted."""
+
+    name: str
+    tensor: bool
+    requires_grad: bool = False
+    device: str = ""
+
+
+@dataclass(frozen=True)
 class WatchReport:
+    """What the finding's line did in one run: the facts each recipe's precondition and
+    effect are read from."""
+
     # How many times the finding's line ran.
     ran: int = 0
     changed: tuple[Changed, ...] = ()
     shares: tuple[Shared, ...] = ()
     # Names an in-place write on the finding's line reached at once.
     line_hits: tuple[tuple[str, ...], ...] = ()
+    # In-place writes the line made, and the bytes its copy ops copied.
+    writes: int = 0
+    copy_bytes: int = 0
+    # A value the line bound or wrote was attached to the autograd graph (had a grad_fn).
+    attached: bool = False
+    calls: tuple[LineCall, ...] = ()
+    # Input tensors changed by the later in-place step (what a snapshot must not follow).
+    bumped: int = 0
+    # The statement's sources that changed after it ran, and when.
+    sources_changed: tuple[Changed, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -294,6 +325,7 @@ class StepsRun:
     ok: bool
     error: str | None = None
     retained: Retained = field(default_factory=Retained)
+    watch: WatchReport | None = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """A small labeled corpus for the sandbox: for each category, true positives (the
-original shows the problem, the fix does not) and look-alikes the sandbox must refute.
+original shows the problem, the fix does not) and look-alikes. A look-alike is refuted
+only with a witness (a run reached its line with the bug's precondition present, or the
+fix changes what the code computes); one whose runs never set up the precondition stays
+inconclusive, saying what could not be established (contract §3).
 
 Each case: (name, expected verdict, category, code, finding line, fix, fix lines, rule,
 a phrase the evidence must contain). `fix` replaces the fix lines (default: the line).
@@ -71,13 +74,13 @@ def update(x):
     running += x.mean(0)
     return running
 """, 4, "running = RUNNING.clone()", evidence="`running` shares memory with `RUNNING`"),
-    Case("alias-clone-first", "refuted", "alias-mutation", """
+    Case("alias-clone-first", "inconclusive", "alias-mutation", """
 import torch
 def norm(x):
     y = x.clone()
     y -= y.mean()
     return y
-""", 4, "y = y - y.mean()", evidence="no input was modified"),
+""", 4, "y = y - y.mean()", evidence="never into memory an input shares"),
     Case("alias-detach-clone", "refuted", "alias-mutation", """
 import torch
 def reset(x):
@@ -113,20 +116,20 @@ def step(w, lr):
     w.sub_(lr * w.grad)
     return w
 """, 3, "with torch.no_grad():\n    w.sub_(lr * w.grad)", evidence="a leaf Variable that requires grad is being used in an in-place operation"),
-    Case("autograd-no-grad-update", "refuted", "inplace-autograd", """
+    Case("autograd-no-grad-update", "inconclusive", "inplace-autograd", """
 import torch
 def sgd(w, lr):
     with torch.no_grad():
         w -= lr * w.grad
     return w
 """, 4, "w.sub_(lr * w.grad)"),
-    Case("autograd-unsaved-intermediate", "refuted", "inplace-autograd", """
+    Case("autograd-unsaved-intermediate", "inconclusive", "inplace-autograd", """
 import torch
 def f(x):
     y = x + 1
     y.mul_(2)
     return y
-""", 4, "y = y * 2", evidence="forward and backward ran without error"),
+""", 4, "y = y * 2", evidence="no tensor the finding's line wrote had been saved for backward"),
     # ----------------------------------------------------------- graph-retention
     Case("retention-total-loss", "confirmed", "graph-retention", """
 import torch
@@ -150,7 +153,7 @@ class Tracker:
     def log(self, loss):
         self.history.append(loss)
 """, 7, "self.history.append(loss.detach())", evidence="autograd nodes"),
-    Case("retention-item", "refuted", "graph-retention", """
+    Case("retention-item", "inconclusive", "graph-retention", """
 import torch
 import torch.nn.functional as F
 def train(model, loader, optimizer):
@@ -162,8 +165,8 @@ def train(model, loader, optimizer):
         optimizer.step()
         total += loss.item()
     return total
-""", 10, "total += float(loss.item())", evidence="no graph outlives its step"),
-    Case("retention-detached-list", "refuted", "graph-retention", """
+""", 10, "total += float(loss.item())", evidence="never attached to the graph"),
+    Case("retention-detached-list", "inconclusive", "graph-retention", """
 import torch
 def collect(model, loader):
     outs = []
@@ -231,11 +234,11 @@ def keep(x: torch.Tensor):
     x.add_(1)
     return saved
 """, 3, "saved = x.detach().clone()", rule="RC302", evidence="`saved` shares memory with input `x`"),
-    Case("construct-from-list", "refuted", "copy-construct", """
+    Case("construct-from-list", "inconclusive", "copy-construct", """
 import torch
 def f(x):
     return torch.tensor(x.tolist())
-""", 3, "return torch.as_tensor(x.tolist())", rule="RC301", evidence="without any warning"),
+""", 3, "return torch.as_tensor(x.tolist())", rule="RC301", evidence="never given a tensor"),
     Case("construct-as-tensor-is-alias", "refuted", "copy-construct", """
 import torch
 def f(x: torch.Tensor):
@@ -254,14 +257,14 @@ def f():
     w = torch.randn(3, requires_grad=True)
     return (w * 2).numpy()
 """, 4, "return (w * 2).detach().cpu().numpy()", rule="RC321"),
-    Case("numpy-under-no-grad", "refuted", "numpy-bridge", """
+    Case("numpy-under-no-grad", "inconclusive", "numpy-bridge", """
 import torch
 def f(x):
     with torch.no_grad():
         out = x * 2
     return out.numpy()
-""", 5, "return out.detach().cpu().numpy()", rule="RC321", evidence="ran without error"),
-    Case("numpy-detached", "refuted", "numpy-bridge", """
+""", 5, "return out.detach().cpu().numpy()", rule="RC321", evidence="never required grad"),
+    Case("numpy-detached", "inconclusive", "numpy-bridge", """
 import torch
 def f(x):
     return x.detach().numpy()

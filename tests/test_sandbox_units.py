@@ -67,7 +67,7 @@ def test_a_method_brings_its_class_helpers_constants_and_imports_only() -> None:
     assert not any("wandb" in line or "UNUSED" in line or "range(10**9)" in line or "__main__" in line for line in kept)
     # Line numbers are the file's.
     assert side.source.splitlines()[18] == SCRIPT.splitlines()[18]
-    assert side.watch == subjects.Watch((19, 19), ("y",), "assign")
+    assert side.watch == subjects.Watch((19, 19), ("y",), "assign", sources=("x",))
     assert side.fn_span == (18, 21)
 
 

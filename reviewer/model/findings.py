@@ -97,6 +97,9 @@ class Finding:
     # Python source that builds inputs and calls the reviewed function (from the LLM's
     # answer or a rule's recipe); the sandbox synthesises one when empty. Not in the JSON.
     probe: str = ""
+    # What the finding says happens, for the sandbox: "grad" (a tensor requires grad),
+    # "gpu" (it lives on a GPU; never refuted on a machine without one). Not in the JSON.
+    claims: frozenset[str] = frozenset()
 
     @property
     def category_label(self) -> str:

@@ -127,6 +127,7 @@ def to_finding(rule: type[Rule], hit: Hit, parsed: ParsedFile, changed: frozense
         code=code,
         column=pos.start.column + 1,
         probe=hit.probe,
+        claims=hit.claims,
     )
 
 

@@ -70,6 +70,8 @@ class Hit:
     # Python source that builds inputs and calls the function, when the sandbox could not
     # guess them from the signature (a sparse tensor, say); contract §4's `probe`.
     probe: str = ""
+    # What the hit says happens: "grad" (a tensor requires grad), "gpu" (it lives on a GPU).
+    claims: frozenset[str] = frozenset()
 
 
 class Rule:

@@ -1,12 +1,15 @@
 """`alias`: the value bound on the finding's line shares memory with another name (and
-changed with it), or a write on that line reached a tensor under two names at once."""
+changed with it), or a write on that line reached a tensor under two names at once.
+
+Sharing is both the precondition and the bug: without it a run shows nothing, so this
+recipe confirms or says what it could not establish, and never refutes."""
 
 from __future__ import annotations
 
 import re
 
-from review_copies.sandbox.protocol import Observation, SideRun, VariantRun
-from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, REFUTED, Decision, Recipe, num, ran
+from review_copies.sandbox.protocol import SideRun
+from review_copies.sandbox.recipes.base import CONFIRMED, Decision, Recipe, Runs, num, ran
 
 
 def _bases(names: tuple[str, ...]) -> set[str]:
@@ -32,29 +35,20 @@ def alias_seen(side: SideRun) -> str | None:
     return None
 
 
-class Alias(Recipe):
+class AliasRecipe(Recipe):
     name = "alias"
     needs = frozenset({"watch", "later_step", "strided"})
 
-    def decide(self, runs: tuple[VariantRun, ...], observation: Observation, has_fix: bool) -> Decision:
-        any_ran = never = False
-        for run in runs:
+    def decide(self, runs: Runs) -> Decision:
+        for run in runs.variants:
             o, f = run.original, run.fixed
-            if not o.ok:
+            if not o.ok or o.watch is None or not o.watch.ran:
                 continue
-            if o.watch is None or not o.watch.ran:
-                never = True
-                continue
-            any_ran = True
             seen = alias_seen(o)
             if seen is None:
                 continue
-            if not has_fix:
+            if not runs.has_fix:
                 return Decision(CONFIRMED, seen + "; no fix is offered to compare")
             if ran(f) and f is not None and alias_seen(f) is None:
                 return Decision(CONFIRMED, seen + "; with the fix it is a separate tensor")
-        if any_ran:
-            return Decision(REFUTED, "the value bound on the finding's line shares memory with no input or other name, and no write there reached another name")
-        if never:
-            return Decision(INCONCLUSIVE, "the finding's line never ran with the synthesised inputs")
-        return Decision(INCONCLUSIVE, "")
+        return runs.not_established("the value on the finding's line shared memory with no input or other name")

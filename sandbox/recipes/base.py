@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from review_copies.sandbox.protocol import GradCheck, Observation, Overwrite, SideRun, StepsRun, VariantRun
+from review_copies.sandbox.protocol import GradCheck, Observation, Overwrite, SideRun, StepsRun, VariantRun, Watch
 
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not-run"
 # A recipe that has nothing to say about these runs (it needs runs it did not get).
@@ -28,6 +28,46 @@ class Decision:
     status: str
     evidence: str
     recipe: str = ""
+
+
+@dataclass(frozen=True)
+class Runs:
+    """What a recipe decides from: the runs (stand-ins for a GPU left out), everything else
+    the worker measured, whether a fix was run, and what the finding claims."""
+
+    variants: tuple[VariantRun, ...]
+    observation: Observation
+    has_fix: bool
+    # "grad": a tensor requires grad; "gpu": it lives on a GPU (the finding says so).
+    claims: frozenset[str] = frozenset()
+    # The finding's statement in the original: its lines, what it binds, whether it loops.
+    watch: Watch | None = None
+
+    def line_ran(self) -> bool:
+        return any(r.original.watch is not None and r.original.watch.ran > 0 for r in self.variants if r.original.ok)
+
+    def inputs(self) -> str:
+        """The inputs the runs used, in a few words, for evidence that says what was tried."""
+        search = self.observation.search
+        if search is None or not search.inputs:
+            return ""
+        shown = [f"{name} {words}" for name, words in list(search.inputs.items())[:4]]
+        more = len(search.inputs) - len(shown)
+        return "; ".join(shown) + (f"; {more} more" if more > 0 else "")
+
+    def tried(self, text: str) -> str:
+        """`text`, with the inputs that were tried (inconclusive evidence says what could not
+        be established, and with what)."""
+        inputs = self.inputs()
+        return f"{text} (inputs: {inputs})" if inputs else text
+
+    def not_established(self, what: str) -> Decision:
+        """The runs never set up the bug's precondition: they say nothing either way."""
+        if not any(r.original.ok for r in self.variants):
+            return Decision(INCONCLUSIVE, "")  # the verdict says why nothing ran
+        if not self.line_ran():
+            return Decision(INCONCLUSIVE, self.tried("the finding's line never ran"))
+        return Decision(INCONCLUSIVE, self.tried(what))
 
 
 class Measure(Protocol):
@@ -61,7 +101,11 @@ class Recipe:
         """Measurements of the worker's beyond the runs (fields of `Observation`)."""
         return {}
 
-    def decide(self, runs: tuple[VariantRun, ...], observation: Observation, has_fix: bool) -> Decision:
+    def decide(self, runs: Runs) -> Decision:
+        """Confirmed when the original shows the bug and the fix does not; refuted only when
+        a run reached the finding's line with the bug's precondition present and the bug
+        did not happen (the evidence names the precondition); inconclusive otherwise, saying
+        what could not be established."""
         raise NotImplementedError
 
 
@@ -106,25 +150,19 @@ def raised(side: SideRun | None, pattern: str | None = None) -> str | None:
     return error
 
 
-def raises_with(runs: tuple[VariantRun, ...], has_fix: bool, pattern: str | None, what: str) -> Decision:
-    """Confirmed when the original raised (matching `pattern`) and the fix ran."""
-    ran_clean, both = [], None
-    for run in runs:
+def raised_in(variants: tuple[VariantRun, ...], has_fix: bool, pattern: str | None) -> Decision | None:
+    """Confirmed when the original raised (matching `pattern`) and the fix ran; inconclusive
+    when both raised; None when the original never raised."""
+    both = None
+    for run in variants:
         o, f = run.original, run.fixed
         error = raised(o, pattern)
-        words = VARIANT_WORDS.get(run.variant, "")
         if error is None:
-            if o.ok:
-                ran_clean.append(run.variant)
             continue
-        text = f"the original raised {short_error(error)} ({words})"
+        text = f"the original raised {short_error(error)} ({VARIANT_WORDS.get(run.variant, '')})"
         if not has_fix:
             return Decision(CONFIRMED, text + "; no fix is offered to compare")
         if ran(f):
             return Decision(CONFIRMED, text + "; the fix ran")
         both = text + f"; the fix raised too: {short_error(f.error if f else None)}"
-    if both:
-        return Decision(INCONCLUSIVE, both)
-    if ran_clean and ("grad" in ran_clean or pattern is None):
-        return Decision(REFUTED, f"{what} ran without error " + " and ".join(VARIANT_WORDS[v] for v in ran_clean if v in VARIANT_WORDS))
-    return Decision(NOT_APPLICABLE, "")
+    return Decision(INCONCLUSIVE, both) if both else None

@@ -1,21 +1,23 @@
 """`copy-bytes`: the fix copies fewer bytes than the original (or records fewer copies in
-the autograd graph) and gives the same values: the copy was redundant."""
+the autograd graph) and gives the same values: the copy was redundant.
+
+Refuted only with a witness: the copy on the finding's line ran, and the fix copies as
+much as the original."""
 
 from __future__ import annotations
 
-from review_copies.sandbox.protocol import Observation, VariantRun
-from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, REFUTED, VARIANT_WORDS, Decision, Recipe, size
+from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, REFUTED, VARIANT_WORDS, Decision, Recipe, Runs, size
 
 
-class CopyBytes(Recipe):
+class CopyBytesRecipe(Recipe):
     name = "copy-bytes"
     needs = frozenset({"strict", "strided"})
 
-    def decide(self, runs: tuple[VariantRun, ...], observation: Observation, has_fix: bool) -> Decision:
-        if not has_fix:
+    def decide(self, runs: Runs) -> Decision:
+        if not runs.has_fix:
             return Decision(INCONCLUSIVE, "no fix is offered to compare the copies with")
-        compared = []
-        for run in runs:
+        witness = None
+        for run in runs.variants:
             o, f = run.original, run.fixed
             if not (o.ok and f is not None and f.ok):
                 continue
@@ -26,8 +28,12 @@ class CopyBytes(Recipe):
             if f.graph_copies < o.graph_copies:
                 text = f"the original records {o.graph_copies} copy in the autograd graph ({words}), the fix {f.graph_copies}"
                 return Decision(CONFIRMED, text + ", with the same bytes copied and the same values")
-            compared.append((o.copy_bytes, f.copy_bytes))
-        if compared:
-            ob, fb = compared[0]
-            return Decision(REFUTED, f"the fix copies as much as the original ({size(fb)} vs {size(ob)} per call): the copy is not redundant")
-        return Decision(INCONCLUSIVE, "")
+            line_bytes = o.watch.copy_bytes if o.watch else 0
+            if line_bytes and witness is None:
+                witness = (
+                    f"the copy on the finding's line ran ({size(line_bytes)}), and the fix copies as much as the original "
+                    f"({size(f.copy_bytes)} vs {size(o.copy_bytes)} per call): the copy is not redundant"
+                )
+        if witness:
+            return Decision(REFUTED, witness)
+        return runs.not_established("the finding's line copied nothing")

@@ -1,10 +1,14 @@
 """`input-mutation`: the call modified an argument (its version counter moved, a dispatch
-write reached it, or its values changed), and with the fix it did not."""
+write reached it, or its values changed), and with the fix it did not.
+
+The bug's precondition, a write into memory an argument shares, is its effect: a run
+cannot show the precondition without the bug, so this recipe confirms or says what it
+could not establish, and never refutes."""
 
 from __future__ import annotations
 
-from review_copies.sandbox.protocol import Mutation, Observation, VariantRun
-from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, REFUTED, VARIANT_WORDS, Decision, Recipe, num, ran
+from review_copies.sandbox.protocol import Mutation
+from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, VARIANT_WORDS, Decision, Recipe, Runs, num, ran
 
 
 def _what(m: Mutation, variant: str) -> str:
@@ -16,21 +20,22 @@ def _what(m: Mutation, variant: str) -> str:
     return what
 
 
-class InputMutation(Recipe):
+class InputMutationRecipe(Recipe):
     name = "input-mutation"
     needs = frozenset({"strided"})
 
-    def decide(self, runs: tuple[VariantRun, ...], observation: Observation, has_fix: bool) -> Decision:
-        any_ran, same_in_fix = False, None
-        for run in runs:
+    def decide(self, runs: Runs) -> Decision:
+        any_ran, same_in_fix, wrote = False, None, False
+        for run in runs.variants:
             o, f = run.original, run.fixed
             if not o.ok:
                 continue
             any_ran = True
+            wrote = wrote or bool(o.watch and o.watch.writes)
             f_mutated = {m.name for m in f.mutated} if f is not None and f.ok else set()
             for m in o.mutated:
                 what = _what(m, run.variant)
-                if not has_fix:
+                if not runs.has_fix:
                     return Decision(CONFIRMED, what + "; no fix is offered to compare")
                 if not ran(f):
                     continue
@@ -40,6 +45,8 @@ class InputMutation(Recipe):
                 return Decision(CONFIRMED, what + "; with the fix it was not")
         if same_in_fix:
             return Decision(INCONCLUSIVE, same_in_fix)
-        if any_ran:
-            return Decision(REFUTED, "no input was modified: versions and values of every argument are unchanged after the call")
-        return Decision(INCONCLUSIVE, "")
+        if not any_ran:
+            return Decision(INCONCLUSIVE, "")
+        if wrote:
+            return runs.not_established("the finding's line wrote in place, but never into memory an input shares")
+        return runs.not_established("no in-place write reached an input's memory")

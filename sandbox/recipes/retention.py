@@ -1,14 +1,17 @@
 """`retention`: tensors attached to the graph outlive their step. The worker runs the code
 for one step and for three, and counts the autograd nodes still reachable from what it
 returns and what it keeps: a count that grows with the steps, or nodes a finished step
-leaves in the state, is a graph kept alive."""
+leaves in the state, is a graph kept alive.
+
+Refuted only with a witness: the value on the finding's line was attached to the graph
+(it had a grad_fn), and no graph outlived its step."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from review_copies.sandbox.protocol import Observation, Retention, StepsRun, VariantRun
-from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, REFUTED, Decision, Measure, Recipe, short_error, size
+from review_copies.sandbox.protocol import Retention, StepsRun
+from review_copies.sandbox.recipes.base import CONFIRMED, INCONCLUSIVE, REFUTED, Decision, Measure, Recipe, Runs, short_error, size
 
 STEPS = (1, 3)
 
@@ -27,6 +30,16 @@ def _kept(runs: tuple[StepsRun, ...] | None) -> tuple[bool, str] | None:
     return False, f"{one.nodes} autograd nodes reachable after 1 step and {three.nodes} after 3"
 
 
+def _persists(runs: Runs) -> bool:
+    """Does what the finding's line keeps survive from one step to the next in these runs:
+    the line loops inside one call, or it keeps into `self`, a container or a module (the
+    steps reuse those)?"""
+    watch = runs.watch
+    if watch is None:
+        return False
+    return watch.in_loop or watch.kind == "call" or any(n.startswith("self.") for n in watch.names)
+
+
 class RetentionRecipe(Recipe):
     name = "retention"
     needs = frozenset({"retention"})
@@ -36,16 +49,25 @@ class RetentionRecipe(Recipe):
         fixed = tuple(measure.steps("fixed", n) for n in STEPS) if measure.has_fix else None
         return {"retention": Retention(original, fixed)}
 
-    def decide(self, runs: tuple[VariantRun, ...], observation: Observation, has_fix: bool) -> Decision:
-        data = observation.retention
+    def decide(self, runs: Runs) -> Decision:
+        data = runs.observation.retention
         original = _kept(data.original if data else None)
         if original is None:
             error = next((r.error for r in (data.original if data else ()) if r.error), "")
             return Decision(INCONCLUSIVE, f"the steps did not run: {short_error(error)}" if error else "")
         present, text = original
         if not present:
-            return Decision(REFUTED, f"no graph outlives its step: {text}")
-        if not has_fix:
+            steps = data.original if data else ()
+            if not any(r.watch is not None and r.watch.ran for r in steps):
+                return Decision(INCONCLUSIVE, runs.tried("the finding's line never ran in the steps"))
+            if not any(r.watch is not None and r.watch.attached for r in steps):
+                return Decision(INCONCLUSIVE, runs.tried(f"the value on the finding's line was never attached to the graph ({text})"))
+            if not _persists(runs):
+                # An accumulator the caller passes in and gets back: the steps here cannot feed
+                # one call's result to the next, so they cannot show it growing.
+                return Decision(INCONCLUSIVE, runs.tried(f"what the finding's line keeps does not outlive one call here, so its growth across steps cannot show ({text})"))
+            return Decision(REFUTED, f"the value on the finding's line was attached to the graph (it had a grad_fn), yet no graph outlives its step: {text}")
+        if not runs.has_fix:
             return Decision(CONFIRMED, text + "; no fix is offered to compare")
         fixed = _kept(data.fixed if data else None)
         if fixed is None:

@@ -113,25 +113,34 @@ class Verifier:
         recipes = recipe_book.recipes_for(finding.category.value, rule.recipes if rule else ())
         if not recipes:
             return Verification(Status.NOT_RUN, None, f"no recipe for category {finding.category.value}")
-        return combine([DeviceVerdict(d, self._probe(finding, subject, recipes, d)) for d in devices])
+        verification = combine([DeviceVerdict(d, self._probe(finding, subject, recipes, d)) for d in devices])
+        return self._without_gpu(finding, verification, devices)
+
+    @staticmethod
+    def _without_gpu(finding: Finding, verification: Verification, devices: list[str]) -> Verification:
+        """A claim about a GPU is never refuted, nor left unexplained, where no GPU ran it."""
+        if "gpu" not in finding.claims or "cuda" in devices or verification.status is Status.CONFIRMED:
+            return verification
+        evidence = f"needs a CUDA device: this machine has none (on the CPU: {verification.evidence})" if verification.evidence else "needs a CUDA device: this machine has none"
+        return Verification(Status.INCONCLUSIVE, verification.device, evidence)
 
     def _probe(self, finding: Finding, subject: Subject, recipes: tuple[str, ...], device: str) -> verdict.Decision:
         try:
-            decision = self._ask(subject, recipes, device, finding.probe if device == "cpu" else "")
+            decision = self._ask(subject, recipes, device, finding.probe if device == "cpu" else "", finding.claims)
             if finding.probe and device == "cpu" and decision.status == verdict.INCONCLUSIVE:
                 # The LLM's probe may be wrong; the searched inputs get their chance.
-                fallback = self._ask(subject, recipes, device, "")
+                fallback = self._ask(subject, recipes, device, "", finding.claims)
                 if fallback.status != verdict.INCONCLUSIVE:
                     return fallback
             return decision
         except Exception as exc:
             return verdict.Decision(verdict.INCONCLUSIVE, f"sandbox error: {type(exc).__name__}: {exc}")
 
-    def _ask(self, subject: Subject, recipes: tuple[str, ...], device: str, probe: str) -> verdict.Decision:
-        answer = self.sandbox.run(ProbeRequest(device=device, recipes=recipes, subject=subject, probe=probe))
+    def _ask(self, subject: Subject, recipes: tuple[str, ...], device: str, probe: str, claims: frozenset[str]) -> verdict.Decision:
+        answer = self.sandbox.run(ProbeRequest(device=device, recipes=recipes, subject=subject, probe=probe, claims=tuple(sorted(claims))))
         if not answer.ok or answer.result is None:
             return verdict.Decision(verdict.INCONCLUSIVE, f"the probe did not finish: {answer.error or 'no answer'}")
-        return verdict.decide(answer.result, recipes, subject.fixed is not None)
+        return verdict.decide(answer.result, recipes, subject.fixed is not None, claims, subject.original.watch)
 
 
 def combine(outcomes: list[DeviceVerdict]) -> Verification:

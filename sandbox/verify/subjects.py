@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.parse import ParsedFile, Scope, SourceProblem, parse
+from review_copies.analysis.syntax import names_in
 from review_copies.model.findings import Finding
 from review_copies.review import fixes
 from review_copies.sandbox.protocol import Side, Subject, Watch
@@ -179,6 +180,50 @@ def _targets(node: cst.BaseExpression) -> list[str]:
     return [name] if name else []
 
 
+def _sources(value: cst.BaseExpression) -> list[str]:
+    """What an assignment reads its value from: each name or attribute chain it reads (a
+    called method's receiver, not the method), without a comprehension's own names; up to
+    four."""
+    found: list[str] = []
+    local: set[str] = set()
+
+    class Reads(cst.CSTVisitor):
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            local.update(names_in(node.target))
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                base = _simple(func.value)
+                if base:
+                    found.append(base)
+                else:
+                    func.value.visit(self)
+            elif not isinstance(func, cst.Name):
+                func.visit(self)
+            for arg in node.args:
+                arg.visit(self)
+            return False
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            name = _simple(node)
+            if name:
+                found.append(name)
+                return False
+            return True
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value not in ("True", "False", "None"):
+                found.append(node.value)
+
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            node.value.visit(self)
+            return False
+
+    value.visit(Reads())
+    return [s for s in dict.fromkeys(found) if s.split(".")[0].split("[")[0] not in local][:4]
+
+
 def _watch_of(small: cst.BaseSmallStatement) -> tuple[tuple[str, ...], str]:
     if isinstance(small, cst.Assign):
         names = [n for t in small.targets for n in _targets(t.target)]
@@ -197,15 +242,33 @@ def _watch_of(small: cst.BaseSmallStatement) -> tuple[tuple[str, ...], str]:
     return (), "expr"
 
 
-def _statement_at(parsed: ParsedFile, fn: cst.FunctionDef, line: int) -> tuple[cst.CSTNode, tuple[int, int]] | None:
-    best: tuple[cst.CSTNode, tuple[int, int]] | None = None
+def _statement_at(parsed: ParsedFile, fn: cst.FunctionDef, line: int) -> tuple[cst.CSTNode, tuple[int, int], bool] | None:
+    """The simple statement line at `line`, its lines, and whether a loop of `fn` holds it."""
+    best: tuple[cst.CSTNode, tuple[int, int], bool] | None = None
+    loops = 0
 
     class Find(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal loops
+            loops += 1
+
+        def leave_For(self, node: cst.For) -> None:
+            nonlocal loops
+            loops -= 1
+
+        def visit_While(self, node: cst.While) -> None:
+            nonlocal loops
+            loops += 1
+
+        def leave_While(self, node: cst.While) -> None:
+            nonlocal loops
+            loops -= 1
+
         def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
             nonlocal best
             start, end = parsed.span(node)
             if start <= line <= end:
-                best = (node, (start, end))
+                best = (node, (start, end), loops > 0)
 
         def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
             self.visit_SimpleStatementLine(node)  # type: ignore[arg-type]
@@ -219,16 +282,19 @@ def watch_for(parsed: ParsedFile, scope: Scope, start: int, end: int) -> Watch:
     found = _statement_at(parsed, scope.node, start)
     if found is None:
         return Watch((start, end), (), "expr")
-    node, span = found
+    node, span, in_loop = found
     span = (span[0], max(span[1], end))
     names: list[str] = []
+    sources: list[str] = []
     kind = "expr"
     for small in getattr(node, "body", ()):
         small_names, small_kind = _watch_of(small)
         names.extend(small_names)
+        if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+            sources.extend(s for s in _sources(small.value) if s not in small_names)
         if kind in ("expr", "call") or small_kind in ("return", "write"):
             kind = small_kind
-    return Watch(span, tuple(dict.fromkeys(names)), kind)
+    return Watch(span, tuple(dict.fromkeys(names)), kind, tuple(dict.fromkeys(sources))[:4], in_loop)
 
 
 def side_for(path: str, text: str, start: int, end: int) -> Side:

@@ -3,8 +3,10 @@
 Each recipe decides on its own (`sandbox.recipes`); this module weighs them with what the
 fix did. `confirmed` when a recipe saw its signature in the original and not in the fix,
 and the fix computes the same values; `refuted` when the fix changes the values, modifies
-or aliases what the original left alone, or raises, or when every recipe that could tell
-refutes; `inconclusive` otherwise. A difference in a value that shares memory with what
+or aliases what the original left alone, or raises (the fix changes what the code
+computes), or when every recipe that could tell refutes with a witness (a run reached the
+finding's line with the bug's precondition present, and the bug did not happen);
+`inconclusive` otherwise, saying what could not be established. A difference in a value that shares memory with what
 the original modified is the bug itself, not a change of result (the worker marks those
 "explained").
 
@@ -13,7 +15,7 @@ Runs in the reviewer's process: no torch.
 
 from __future__ import annotations
 
-from review_copies.sandbox.protocol import Difference, Mutation, Observation, VariantRun
+from review_copies.sandbox.protocol import Difference, Mutation, Observation, VariantRun, Watch
 from review_copies.sandbox.recipes import recipe, registry
 from review_copies.sandbox.recipes.base import (
     CONFIRMED,
@@ -23,6 +25,7 @@ from review_copies.sandbox.recipes.base import (
     STAND_INS,
     VARIANT_WORDS,
     Decision,
+    Runs,
     num,
     ran,
     short_error,
@@ -90,13 +93,14 @@ def _nothing_ran(runs: tuple[VariantRun, ...]) -> str | None:
     return None
 
 
-def decide(observation: Observation, recipes: tuple[str, ...], has_fix: bool) -> Decision:
+def decide(observation: Observation, recipes: tuple[str, ...], has_fix: bool, claims: frozenset[str] = frozenset(), watch: Watch | None = None) -> Decision:
     runs = tuple(r for r in observation.variants if r.variant not in STAND_INS)
     why = _not_runnable(runs)
     if why:
         return Decision(INCONCLUSIVE, f"could not run the code: {why}")
     broken = fix_break(runs) if has_fix else None
-    decisions = [(name, recipe(name).decide(runs, observation, has_fix)) for name in recipes if name in registry()]
+    evidence = Runs(runs, observation, has_fix, claims, watch)
+    decisions = [(name, recipe(name).decide(evidence)) for name in recipes if name in registry()]
     confirmed = next(((n, d) for n, d in decisions if d.status == CONFIRMED), None)
     if broken and broken[0] in ("result", "inputs") and confirmed and confirmed[0] in _VALUE_BUGS:
         # Aliasing and stale snapshots change what is computed from the shared tensor:

@@ -20,6 +20,7 @@ from review_copies.sandbox.protocol import (
     Observation,
     Overwrite,
     ProbeRequest,
+    Retained,
     SideRun,
     StepsRun,
     VariantRun,
@@ -27,9 +28,9 @@ from review_copies.sandbox.protocol import (
 from review_copies.sandbox.recipes import needs_for, recipe
 from review_copies.sandbox.recipes.leaf_inplace import LEAF
 from review_copies.sandbox.worker import inputs as synth
+from review_copies.sandbox.worker.capture import compare
 from review_copies.sandbox.worker.gradcheck import gradcheck
 from review_copies.sandbox.worker.load import SubjectError, error_text, load
-from review_copies.sandbox.worker.observe import compare
 from review_copies.sandbox.worker.runner import Options, Runner, State
 from review_copies.sandbox.worker.search import search
 
@@ -89,6 +90,7 @@ class _Measure:
         self.sides = {"original": original, "fixed": fixed}
         self.has_fix = fixed is not None
         self.device = device
+        self._saved: dict[str, tuple[Overwrite, ...]] = {}
 
     def _runner(self, side: str) -> Runner:
         runner = self.sides[side]
@@ -99,16 +101,23 @@ class _Measure:
         runner = self._runner(side)
         variant = synth.Variant(f"steps{steps}", requires_grad=True, steps=steps, device=self.device)
         # A subject that iterates a loader takes its steps in one call.
-        run, _ = runner.execute(variant, Options(hooks=True, repeat=not _takes(runner, "loader", chosen=True)))
+        options = Options(hooks=True, repeat=not _takes(runner, "loader", chosen=True))
+        run, _ = runner.execute(variant, options)
+        if re.search(LEAF, run.error or ""):
+            # An in-place accumulation into an input that is a leaf: a caller passes activations.
+            run, _ = runner.execute(synth.Variant(f"steps{steps}", requires_grad=True, steps=steps, device=self.device, leaf=False), options)
         gc.collect()
-        return StepsRun(steps, run.ok, run.error, run.retained) if run.retained is not None else StepsRun(steps, run.ok, run.error)
+        return StepsRun(steps, run.ok, run.error, run.retained or Retained(), run.watch)
 
     def gradcheck(self, side: str) -> GradCheck:
         return gradcheck(self._runner(side), synth.Variant("grad", requires_grad=True, device=self.device))
 
     def saved_overwrites(self, side: str) -> tuple[Overwrite, ...]:
-        run, _ = self._runner(side).execute(synth.Variant("grad", requires_grad=True, device=self.device), Options(hooks=True))
-        return run.saved_overwritten
+        # Two recipes may ask (backward, silent-grad): the run is made once per side.
+        if side not in self._saved:
+            run, _ = self._runner(side).execute(synth.Variant("grad", requires_grad=True, device=self.device), Options(hooks=True))
+            self._saved[side] = run.saved_overwritten
+        return self._saved[side]
 
 
 def _with_inputs(run: SideRun, words: str) -> SideRun:

@@ -10,8 +10,8 @@ import torch
 
 from review_copies.sandbox.protocol import GradCheck
 from review_copies.sandbox.worker import inputs as synth
+from review_copies.sandbox.worker.capture import capture
 from review_copies.sandbox.worker.load import SubjectError, error_text, load, reset_torch_state, seed
-from review_copies.sandbox.worker.observe import capture
 from review_copies.sandbox.worker.runner import Runner, grad_targets, weighted_loss
 
 

@@ -6,8 +6,6 @@
 - `SavedTensors`: saved-tensor hooks, run separately, because with any hook active
   autograd no longer checks versions (backward would "succeed" with wrong gradients).
   The pack hook returns `t.detach()`, never `t`, which would leak the graph.
-- `flatten` / `Entry`: the tensors (and arrays) inside arguments, results, modules and
-  containers, with their versions, storage ranges and a copy of their values.
 - `LineWatch`: a settrace tracer on the subject's file that tells the recorder which
   line runs and snapshots the names a finding's statement binds, right after it ran.
 
@@ -16,13 +14,11 @@ Imported only in the probe process (it imports torch).
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import math
 import sys
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -32,7 +28,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from review_copies.sandbox.protocol import Difference, Overwrite
+from review_copies.sandbox.protocol import LineCall, Overwrite
+from review_copies.sandbox.worker.capture import Entry, Range, byte_range, capture, ranges_overlap
 
 COPY_OPS = frozenset(
     {
@@ -50,42 +47,6 @@ META_ONLY = frozenset(
         "aten::requires_grad_", "aten::_coalesced_", "aten::set_data", "aten::_fused_moving_avg_obs_fq_helper",
     }
 )
-MAX_CLONE_ELEMENTS = 1 << 22
-MAX_LEAVES = 400
-
-Range = tuple[str, int, int]  # (device, first byte, one past the last byte)
-
-
-def byte_range(t: Any) -> Range | None:
-    """The bytes of storage a strided tensor (or NumPy array) can touch."""
-    if isinstance(t, np.ndarray):
-        if t.size == 0:
-            return None
-        lo = hi = t.__array_interface__["data"][0]
-        for n, s in zip(t.shape, t.strides):
-            if s >= 0:
-                hi += (n - 1) * s
-            else:
-                lo += (n - 1) * s
-        return ("cpu", lo, hi + t.itemsize)
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.is_meta:
-        return None
-    try:
-        if t.numel() == 0:
-            return None
-        base = t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return None
-    size = t.element_size()
-    extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    lo = base + t.storage_offset() * size
-    return (str(t.device), lo, lo + extent * size)
-
-
-def ranges_overlap(a: Range | None, b: Range | None) -> bool:
-    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
-
-
 @dataclass
 class DispatchWrite:
     step: int
@@ -106,6 +67,10 @@ class Recorder(TorchDispatchMode):
         self.copy_ops: Counter[str] = Counter()
         self.gather_bytes = 0
         self.line: int | None = None
+        # The finding's lines (set by the LineWatch): what ops on them write and copy.
+        self.span: tuple[int, int] | None = None
+        self.span_writes = 0
+        self.span_copy_bytes = 0
         self.on_write: Callable[[list[Range], str], None] | None = None
         # More callbacks after a write (saved-tensor checks), run like on_write.
         self.after_write: list[Callable[[list[Range], str], None]] = []
@@ -135,6 +100,8 @@ class Recorder(TorchDispatchMode):
         self.last_op = op
         for r in pending:
             self.writes.append(DispatchWrite(self.step, op, r, self.line))
+        if pending and self.on_span:
+            self.span_writes += 1
         if pending and (self.on_write is not None or self.after_write):
             self.paused = True
             try:
@@ -145,11 +112,18 @@ class Recorder(TorchDispatchMode):
         if name in COPY_OPS:
             dst = args[0] if name.endswith("_") and args else out
             if isinstance(dst, torch.Tensor):
-                self.copy_bytes += _stored_bytes(dst)
+                copied = _stored_bytes(dst)
+                self.copy_bytes += copied
                 self.copy_ops[op] += 1
+                if self.on_span:
+                    self.span_copy_bytes += copied
         elif name in GATHER_OPS and isinstance(out, torch.Tensor):
             self.gather_bytes += out.numel() * out.element_size()
         return out
+
+    @property
+    def on_span(self) -> bool:
+        return self.span is not None and self.line is not None and self.span[0] <= self.line <= self.span[1]
 
     def writes_to(self, where: Range | None, after: int = 0) -> list[DispatchWrite]:
         return [w for w in self.writes if w.step > after and ranges_overlap(w.where, where)]
@@ -158,16 +132,34 @@ class Recorder(TorchDispatchMode):
 _COPYING_FUNCTIONS = frozenset({"clone", "to", "contiguous", "copy_", "double", "float", "half", "cpu", "cuda", "type", "detach"})
 
 
-class CopyNodes(TorchFunctionMode):
-    """Counts copies that were recorded in the autograd graph (clone().detach() does, detach().clone() not)."""
+# Conversions whose argument a recipe's precondition is about (`.numpy()` of a tensor that
+# requires grad, `torch.tensor()` of a tensor).
+_CONVERSIONS = frozenset({"numpy", "__array__", "tensor", "as_tensor"})
 
-    def __init__(self) -> None:
+
+class FunctionCalls(TorchFunctionMode):
+    """Torch functions as Python calls them: copies recorded in the autograd graph
+    (clone().detach() records one, detach().clone() not), and the conversions the
+    finding's lines make, with what they were given."""
+
+    MAX_CALLS = 8
+
+    def __init__(self, recorder: Recorder) -> None:
         super().__init__()
+        self.recorder = recorder
         self.count = 0
+        self.line_calls: list[LineCall] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in _CONVERSIONS and self.recorder.on_span and len(self.line_calls) < self.MAX_CALLS:
+            first = args[0] if args else None
+            if isinstance(first, torch.Tensor):
+                self.line_calls.append(LineCall(name, True, first.requires_grad, first.device.type))
+            else:
+                self.line_calls.append(LineCall(name, False))
         out = func(*args, **(kwargs or {}))
-        copying = getattr(func, "__name__", "") in _COPYING_FUNCTIONS - {"detach"}
+        copying = name in _COPYING_FUNCTIONS - {"detach"}
         if copying and isinstance(out, torch.Tensor) and out.grad_fn is not None and not any(a is out for a in args):
             self.count += 1
         return out
@@ -249,199 +241,6 @@ class SavedTensors:
         return total
 
 
-# ------------------------------------------------------------------- flattening
-
-
-@dataclass
-class Entry:
-    """One tensor-like leaf at a path, as it was when captured."""
-
-    path: str
-    ref: Any
-    where: Range | None
-    version: int | None
-    value: Any  # a detached CPU copy, a NumPy copy, or the plain value
-
-    def current_change(self) -> float | None:
-        """Max abs change of the live object against the copy; None when it cannot tell."""
-        return max_change(self.value, self.ref)
-
-
-def _version(t: torch.Tensor) -> int | None:
-    try:
-        return t._version
-    except RuntimeError:
-        return None
-
-
-def copy_value(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        if obj.layout != torch.strided or obj.numel() > MAX_CLONE_ELEMENTS or obj.is_meta:
-            return None
-        with torch.no_grad():
-            return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, np.ndarray):
-        return obj.copy() if obj.size <= MAX_CLONE_ELEMENTS else None
-    return obj
-
-
-def _as_float_array(v: Any) -> np.ndarray | None:
-    if isinstance(v, torch.Tensor):
-        if v.layout != torch.strided or v.is_meta:
-            return None
-        v = v.detach().to("cpu")
-        if v.is_quantized:
-            v = v.dequantize()
-        if v.is_complex():
-            v = torch.view_as_real(v)
-        return v.to(torch.float64).numpy()
-    if isinstance(v, np.ndarray):
-        if v.dtype.kind not in "biufc":
-            return None
-        return np.asarray(v.real if v.dtype.kind == "c" else v, dtype=np.float64)
-    if isinstance(v, (bool, int, float)) and not isinstance(v, type):
-        return np.asarray(float(v))
-    return None
-
-
-def max_change(before: Any, after: Any) -> float | None:
-    a, b = _as_float_array(before), _as_float_array(after)
-    if a is None or b is None:
-        return None
-    if a.shape != b.shape:
-        if a.size == 1 and b.size == 1:
-            a, b = a.reshape(()), b.reshape(())
-        else:
-            return math.inf
-    if a.size == 0:
-        return 0.0
-    both_nan = np.isnan(a) & np.isnan(b)
-    diff = np.where(both_nan, 0.0, np.abs(a - b))
-    diff = np.where(np.isnan(diff), math.inf, diff)
-    return float(diff.max())
-
-
-def _children(obj: Any, path: str, depth: int, attributes: bool) -> Iterator[tuple[str, Any]]:
-    if isinstance(obj, torch.nn.Module):
-        for name, p in obj.named_parameters():
-            yield f"{path}.{name}", p
-        for name, b in obj.named_buffers():
-            yield f"{path}.{name}", b
-        return
-    if isinstance(obj, dict):
-        for k, v in list(obj.items())[:64]:
-            yield f"{path}[{k!r}]", v
-        return
-    if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj[:64]):
-            yield f"{path}[{i}]", v
-        return
-    if attributes and depth < 2 and hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
-        for k, v in list(vars(obj).items())[:64]:
-            yield f"{path}.{k}", v
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield f"{path}.{f.name}", getattr(obj, f.name, None)
-
-
-def leaves(obj: Any, path: str, attributes: bool = False, depth: int = 0, seen: set[int] | None = None) -> Iterator[tuple[str, Any]]:
-    """(path, leaf) for tensors, arrays and scalars inside obj; modules give their state."""
-    seen = set() if seen is None else seen
-    if isinstance(obj, (torch.Tensor, np.ndarray, bool, int, float, complex, str, type(None))):
-        yield path, obj
-        return
-    if id(obj) in seen or depth > 4 or isinstance(obj, torch.optim.Optimizer):
-        return
-    seen.add(id(obj))
-    for child_path, child in _children(obj, path, depth, attributes):
-        yield from leaves(child, child_path, attributes, depth + 1, seen)
-
-
-def capture(obj: Any, path: str, attributes: bool = False) -> list[Entry]:
-    out = []
-    for p, leaf in leaves(obj, path, attributes):
-        if len(out) >= MAX_LEAVES:
-            break
-        if isinstance(leaf, torch.Tensor):
-            out.append(Entry(p, leaf, byte_range(leaf), _version(leaf), copy_value(leaf)))
-        elif isinstance(leaf, np.ndarray):
-            out.append(Entry(p, leaf, byte_range(leaf), None, copy_value(leaf)))
-        else:
-            out.append(Entry(p, leaf, None, None, leaf))
-    return out
-
-
-def describe_value(v: Any) -> dict[str, Any]:
-    """What a result is, for comparing the original's with the fix's."""
-    if isinstance(v, torch.Tensor):
-        return {"kind": "tensor", "dtype": str(v.dtype), "shape": list(v.shape), "requires_grad": v.requires_grad, "device": v.device.type}
-    if isinstance(v, np.ndarray):
-        return {"kind": "ndarray", "dtype": str(v.dtype), "shape": list(v.shape)}
-    return {"kind": type(v).__name__}
-
-
-def compare(a: list[Entry], b: list[Entry], strict: bool) -> list[Difference]:
-    """Differences between two captures of the same structure (paths matched by name)."""
-    diffs = []
-    by_path = {e.path: e for e in b}
-    for ea in a:
-        eb = by_path.pop(ea.path, None)
-        if eb is None:
-            diffs.append(Difference(ea.path, "missing in the fix"))
-            continue
-        da, db = describe_value(ea.ref), describe_value(eb.ref)
-        numeric_a, numeric_b = _as_float_array(ea.value), _as_float_array(eb.value)
-        if numeric_a is None or numeric_b is None:
-            if numeric_a is None and numeric_b is None and type(ea.value) is type(eb.value) and not isinstance(ea.value, (torch.Tensor, np.ndarray)):
-                try:
-                    same = bool(ea.value == eb.value)
-                except Exception:
-                    same = True
-                if not same:
-                    diffs.append(Difference(ea.path, f"{ea.value!r} vs {eb.value!r}"[:120]))
-            elif (numeric_a is None) != (numeric_b is None):
-                diffs.append(Difference(ea.path, f"{da['kind']} vs {db['kind']}"))
-            continue
-        change = max_change(ea.value, eb.value)
-        if change is None:
-            continue
-        if change == math.inf and numeric_a.shape != numeric_b.shape:
-            diffs.append(Difference(ea.path, f"shape {list(numeric_a.shape)} vs {list(numeric_b.shape)}"))
-            continue
-        tol = 1e-6 + 1e-5 * float(np.nanmax(np.abs(numeric_a))) if numeric_a.size else 1e-6
-        if change > tol:
-            diffs.append(Difference(ea.path, "values", change))
-        elif strict and da["kind"] == db["kind"] == "tensor":
-            for key in ("dtype", "requires_grad"):
-                if da[key] != db[key]:
-                    diffs.append(Difference(ea.path, f"{key} {da[key]} vs {db[key]}"))
-    for eb in by_path.values():
-        diffs.append(Difference(eb.path, "only in the fix"))
-    return diffs
-
-
-# ------------------------------------------------------------------ the graph
-
-
-def graph_nodes(tensors: list[torch.Tensor], limit: int = 200_000) -> set[int]:
-    """Ids of the autograd nodes reachable from the tensors' grad_fn."""
-    seen: set[int] = set()
-    keep: list[Any] = []  # ids are only stable while the nodes are alive
-    stack = [t.grad_fn for t in tensors if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-    while stack and len(seen) < limit:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        keep.append(node)
-        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
-    return seen
-
-
-def graph_tensors(obj: Any, path: str) -> list[tuple[str, torch.Tensor]]:
-    return [(p, t) for p, t in leaves(obj, path, attributes=True) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-
-
 # ----------------------------------------------------------------- line watch
 
 
@@ -451,6 +250,8 @@ class Snapshot:
     entries: list[Entry]
     step: int
     shares: list[tuple[str, str]] = field(default_factory=list)
+    # A source the statement read its value from, not a value it bound.
+    source: bool = False
 
 
 class LineWatch:
@@ -460,12 +261,13 @@ class LineWatch:
     MAX_SNAPSHOTS = 6
 
     def __init__(self, filename: str, code: Any, fn_span: tuple[int, int], span: tuple[int, int] | None,
-                 names: list[str], kind: str, recorder: Recorder, inputs: list[Entry]) -> None:
+                 names: list[str], kind: str, recorder: Recorder, inputs: list[Entry], sources: tuple[str, ...] = ()) -> None:
         self.filename = filename
         self.code = code
         self.fn_span = fn_span
         self.span = span
         self.names = names
+        self.sources = sources
         self.kind = kind
         self.recorder = recorder
         self.inputs = inputs
@@ -474,8 +276,11 @@ class LineWatch:
         self.snapshots: list[Snapshot] = []
         self.ran = 0
         self.line_hits: list[list[str]] = []
+        # A value the watched statement bound or wrote was attached to the graph.
+        self.attached = False
         self._previous: Any = None
         recorder.on_write = self._on_write
+        recorder.span = span
 
     def __enter__(self) -> LineWatch:
         self._previous = sys.gettrace()
@@ -487,6 +292,7 @@ class LineWatch:
         self.frame = None
         self.recorder.line = None
         self.recorder.on_write = None
+        self.recorder.span = None
 
     def _global(self, frame: FrameType, event: str, arg: Any):
         return self._local if frame.f_code.co_filename == self.filename else None
@@ -529,7 +335,7 @@ class LineWatch:
 
     def _snapshot(self, frame: FrameType, returned: Any) -> None:
         self.ran += 1
-        if len(self.snapshots) >= self.MAX_SNAPSHOTS * max(1, len(self.names)):
+        if len(self.snapshots) >= self.MAX_SNAPSHOTS * max(1, len(self.names) + len(self.sources)):
             return
         targets = [("return value", returned)] if self.kind == "return" else [(n, self._resolve(n, frame)) for n in self.names]
         local_entries = self._locals(frame)
@@ -537,6 +343,7 @@ class LineWatch:
             if value is _MISSING:
                 continue
             entries = [e for e in capture(value, name) if e.where is not None]
+            self.attached = self.attached or any(isinstance(e.ref, torch.Tensor) and e.ref.grad_fn is not None for e in entries)
             snap = Snapshot(name, entries, self.recorder.step)
             for e in entries:
                 for other in self.inputs:
@@ -554,6 +361,10 @@ class LineWatch:
                             snap.shares.append((e.path, f"`{other.path}`"))
                             break
             self.snapshots.append(snap)
+        for name in self.sources:
+            value = self._resolve(name, frame)
+            if value is not _MISSING:
+                self.snapshots.append(Snapshot(name, [e for e in capture(value, name) if e.where is not None], self.recorder.step, source=True))
 
     def _locals(self, frame: FrameType) -> list[tuple[str, Entry]]:
         """Tensors other code can still read: the frame's locals and the module's tensors."""

@@ -19,8 +19,9 @@ import torch
 
 from review_copies.sandbox.protocol import BackwardRun, Changed, Mutation, OutAlias, Overwrite, Retained, Shared, Side, SideRun, WatchReport
 from review_copies.sandbox.worker import inputs as synth
+from review_copies.sandbox.worker.capture import Entry, capture, copy_value, graph_nodes, graph_tensors, ranges_overlap
 from review_copies.sandbox.worker.load import MAX_MESSAGE, Loaded, SubjectError, error_text, load, reset_torch_state, seed
-from review_copies.sandbox.worker.observe import CopyNodes, Entry, LineWatch, Recorder, SavedTensors, capture, copy_value, graph_nodes, graph_tensors, ranges_overlap
+from review_copies.sandbox.worker.observe import FunctionCalls, LineWatch, Recorder, SavedTensors
 
 
 @dataclass
@@ -130,9 +131,10 @@ class Runner:
         instance = named_inputs.pop("self", None) if building else None  # `__init__` itself: the object is what it builds
         pre = [e for name, value in named_inputs.items() for e in capture(value, name, attributes=name == "self")]
         base_nodes = graph_nodes([e.ref for e in pre if isinstance(e.ref, torch.Tensor)])
-        recorder, copies = Recorder(), CopyNodes()
+        recorder = Recorder()
+        copies = FunctionCalls(recorder)
         spec = self.side.watch
-        watch = LineWatch(loaded.filename, loaded.code, self.side.fn_span, spec.span, list(spec.names), spec.kind, recorder, pre)
+        watch = LineWatch(loaded.filename, loaded.code, self.side.fn_span, spec.span, list(spec.names), spec.kind, recorder, pre, spec.sources)
         saved = SavedTensors(recorder) if opts.hooks else contextlib.nullcontext()
         results: list[Any] = []
         made: list[torch.nn.Module] = []
@@ -176,9 +178,10 @@ class Runner:
         backward = None
         if opts.backward and ok:
             backward, state.grads = _backward(outputs, pre + [e for m in made[:1] for e in capture(m, "model")])
-        watched = None
+        watched, changed_ranges, at_time = _watch_report(watch, recorder, copies, pre, opts.watch and opts.later_step)
         if opts.watch:
-            watched, changed_ranges = _watch_report(watch, recorder, pre, opts.later_step, state)
+            # What the watched names held when the line ran: compared with the fix's.
+            state.at_time = at_time
             state.tainted |= {o.path for o in outputs if any(ranges_overlap(o.where, r) for r in changed_ranges)}
         state.outputs, state.ok = outputs, ok
         state.final_inputs = [Entry(e.path, e.ref, e.where, e.version, copy_value(e.ref)) for e in pre]
@@ -285,8 +288,9 @@ def _retained(result: Any, named_inputs: dict[str, Any], base: set[int], saved: 
     return Retained(len(nodes), len(state_nodes), saved.alive_bytes(), tuple(sorted({p.split("[")[0] for p, _ in held})[:6]))
 
 
-def _bump(entries: list[Entry]) -> None:
-    """A later in-place step on every input tensor (what training does next)."""
+def _bump(entries: list[Entry]) -> int:
+    """A later in-place step on every input tensor (what training does next); how many it changed."""
+    changed = 0
     with torch.no_grad():
         for e in entries:
             t = e.ref
@@ -298,18 +302,28 @@ def _bump(entries: list[Entry]) -> None:
                         t.add_(0.5)
                     else:
                         t.add_(1)
+                    changed += 1
                 elif isinstance(t, np.ndarray) and t.flags.writeable:
                     t += 1
+                    changed += 1
             except RuntimeError:
                 continue
+    return changed
 
 
-def _watch_report(watch: LineWatch, recorder: Recorder, pre: list[Entry], later: bool, state: State) -> tuple[WatchReport, list[Any]]:
+def _watch_report(watch: LineWatch, recorder: Recorder, calls: FunctionCalls, pre: list[Entry], later: bool) -> tuple[WatchReport, list[Any], list[Entry]]:
     changed: dict[str, Changed] = {}
+    sources: dict[str, Changed] = {}
     ranges: list[Any] = []
 
     def look(when: str) -> None:
         for snap in watch.snapshots:
+            if snap.source:
+                for e in snap.entries:
+                    change = e.current_change()
+                    if change is not None and change > 0 and e.path not in sources:
+                        sources[e.path] = Changed(e.path, change, when)
+                continue
             for e in snap.entries:
                 change = e.current_change()
                 if change is None or change <= 1e-6 * max(1.0, float(abs(e.value).max()) if isinstance(e.value, torch.Tensor) and e.value.numel() else 1.0):
@@ -324,19 +338,26 @@ def _watch_report(watch: LineWatch, recorder: Recorder, pre: list[Entry], later:
                 ranges.append(e.where)
 
     look("during the call")
+    bumped = 0
     if later:
-        _bump(pre)
+        bumped = _bump(pre)
         look("after a later in-place update of the inputs")
-    shares = sorted({(p, other) for snap in watch.snapshots for p, other in snap.shares})
-    if watch.snapshots:
-        state.at_time = [Entry(e.path, e.ref, e.where, e.version, e.value) for e in watch.snapshots[0].entries]
+    shares = sorted({(p, other) for snap in watch.snapshots if not snap.source for p, other in snap.shares})
+    taken = [s for s in watch.snapshots if not s.source]
+    at_time = [Entry(e.path, e.ref, e.where, e.version, e.value) for e in taken[0].entries] if taken else []
     report = WatchReport(
         ran=watch.ran,
         changed=tuple(changed.values())[:8],
         shares=tuple(Shared(p, o) for p, o in shares)[:8],
         line_hits=tuple(tuple(hit) for hit in watch.line_hits[:4]),
+        writes=recorder.span_writes,
+        copy_bytes=recorder.span_copy_bytes,
+        attached=watch.attached,
+        calls=tuple(calls.line_calls),
+        bumped=bumped,
+        sources_changed=tuple(sources.values())[:4],
     )
-    return report, ranges
+    return report, ranges, at_time
 
 
 # ----------------------------------------------------------------- helpers

@@ -150,12 +150,12 @@ class NumpyOnGradOrGpuTensor(Rule):
                     continue
                 problem = _problem(event.receiver, code_of(receiver_of(event.call)))
                 if problem:
-                    yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)))
+                    yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)), claims=_claims(event.receiver))
             elif event.is_any(("numpy.asarray", "numpy.array", "numpy.asanyarray")) and event.args and event.args[0].is_tensor:
                 arg = event.call.args[0].value
                 problem = _problem(event.args[0], code_of(arg))
                 if problem:
-                    yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")))
+                    yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")), claims=_claims(event.args[0]))
 
 
 def _problem(value: Value, what: str) -> str:
@@ -170,6 +170,11 @@ def _problem(value: Value, what: str) -> str:
     if not reasons:
         return ""
     return "; ".join(reasons) + ". Convert with `.detach().cpu().numpy()`."
+
+
+def _claims(value: Value) -> frozenset[str]:
+    """What the message says: the tensor requires grad, and/or it is (or may be) on a GPU."""
+    return frozenset(c for c, held in (("grad", value.grad is Tri.YES), ("gpu", value.device.may_be_gpu)) if held)
 
 
 def _base(expr: cst.BaseExpression) -> cst.BaseExpression:

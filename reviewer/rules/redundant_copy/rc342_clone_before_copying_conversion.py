@@ -122,6 +122,8 @@ class CloneBeforeCopyingConversion(Rule):
             if name is None or base is None or event.receiver is None or not event.receiver.is_tensor:
                 continue
             args: list[cst.Arg] | None = None
+            # Moving between the CPU and a GPU copies only on a machine with a GPU: a claim about one.
+            device_move = name in _COPYING_CONVERSIONS or (name == "to" and {event.receiver.device, event.result.device} == {Device.CPU, Device.CUDA})
             if name == "to" and event.call.args and not any(a.keyword is not None and a.keyword.value == "copy" for a in event.call.args):
                 if not _surely_converts(event):
                     continue
@@ -140,7 +142,7 @@ class CloneBeforeCopyingConversion(Rule):
                 f"`{short_code(event.node)}` copies twice when `.{name}()` changes device or dtype: the clone is a full copy that is "
                 "thrown away at once. `.to(..., copy=True)` makes exactly one copy in every case."
             )
-            yield Hit(event.node, message, (event.node, method(base, "to", args)))
+            yield Hit(event.node, message, (event.node, method(base, "to", args)), claims=frozenset({"gpu"}) if device_move else frozenset())
 
 
 # Arguments named like a model's output, which require grad when training.

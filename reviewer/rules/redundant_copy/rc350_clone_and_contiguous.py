@@ -13,6 +13,7 @@ from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
+
 class CloneAndContiguous(Rule):
     """
     ## What it does
