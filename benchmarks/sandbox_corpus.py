@@ -26,7 +26,7 @@ from sandbox_helpers import finding  # noqa: E402
 from review_copies.review.engine import FileJob, review_file  # noqa: E402
 from review_copies.rules import all_rules  # noqa: E402
 from review_copies.sandbox.verify.client import Sandbox  # noqa: E402
-from review_copies.sandbox.verify.stage import Verifier  # noqa: E402
+from review_copies.sandbox.verify.verifier import Verifier  # noqa: E402
 
 
 def labeled() -> list[tuple[str, str, object, str]]:

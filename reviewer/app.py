@@ -3,11 +3,13 @@ stages the settings ask for, write the report, say the exit status."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import IO
 
 from review_copies.config import config_root
 from review_copies.llm.offline import offline_stage
+from review_copies.model.cache_dirs import resolve_cache_dir
 from review_copies.model.errors import UsageError
 from review_copies.model.report import Report
 from review_copies.model.settings import FAIL_ON_RANK, Settings
@@ -15,7 +17,7 @@ from review_copies.output import RenderContext, render
 from review_copies.review.pipeline import Stage, review
 from review_copies.review.static import StaticOptions
 from review_copies.rules import Rule, select_rules
-from review_copies.sandbox.verify.stage import sandbox_stage
+from review_copies.sandbox.verify.stage import SandboxStage
 from review_copies.source.changes import ChangeSet
 
 
@@ -30,7 +32,8 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
 
         stages.append(llm_stage(settings, rules, config_root(settings.change), stderr))
     if settings.sandbox:
-        stages.append(sandbox_stage(settings.device, stderr))
+        cache_dir = resolve_cache_dir(settings.sandbox_cache_dir, "sandbox-cache-dir", "sandbox", config_root(settings.change), dict(os.environ))
+        stages.append(SandboxStage(settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir))
     options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline)
     return review(changeset, options, stages), rules
 

@@ -15,7 +15,7 @@ from review_copies.app import exit_status, review_changeset, write_report
 from review_copies.github import post_review
 from review_copies.github.runner_outputs import step_outputs, write_outputs
 from review_copies.model.errors import UsageError
-from review_copies.model.settings import DEFAULT_MODEL, DEVICES, FAIL_ON, PROG, ChangeSpec, FileConfig, Settings
+from review_copies.model.settings import DEFAULT_MODEL, DEFAULT_SANDBOX_BUDGET, DEVICES, FAIL_ON, PROG, ChangeSpec, FileConfig, Settings
 from review_copies.source.changes import build_changeset
 
 
@@ -23,6 +23,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line, exit 2: usage errors are input errors like any other.
         raise UsageError(message)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0: {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     p.add_argument("--no-sandbox", action="store_true", help="report without executing anything")
     p.add_argument("--device", choices=DEVICES, help="where the sandbox runs probes (default: auto)")
+    p.add_argument(
+        "--sandbox-budget", type=_seconds, metavar="SECONDS",
+        help=f"the most sandbox time one review may take (default: {DEFAULT_SANDBOX_BUDGET:g}); findings past it are shown unverified",
+    )
     p.add_argument("--fail-on", choices=FAIL_ON, help="exit 1 when a finding is at or above this severity (default: warning)")
     p.add_argument("--post-review", action="store_true", help="post the findings as one review on the GitHub pull request")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -65,6 +79,8 @@ def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dic
         ignore=file_config.ignore,
         exclude=file_config.exclude,
         llm=file_config.llm,
+        sandbox_budget=args.sandbox_budget or file_config.sandbox_budget or DEFAULT_SANDBOX_BUDGET,
+        sandbox_cache_dir=file_config.sandbox_cache_dir,
     )
 
 

@@ -49,7 +49,7 @@ def load(root: Path | None) -> FileConfig:
 
 def parse_table(table: dict[str, Any], source: str) -> FileConfig:
     where = f"[tool.review-copies] in {source}"
-    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_STR_KEYS) - {"sandbox"} - set(_LLM_KEYS))
+    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_STR_KEYS) - {"sandbox", "sandbox-budget", "sandbox-cache-dir"} - set(_LLM_KEYS))
     if unknown:
         raise UsageError(f"bad configuration: unknown key '{unknown[0]}' in {where}")
     lists: dict[str, tuple[str, ...]] = {}
@@ -75,6 +75,12 @@ def parse_table(table: dict[str, Any], source: str) -> FileConfig:
     sandbox = table.get("sandbox")
     if sandbox is not None and not isinstance(sandbox, bool):
         raise UsageError(f"bad configuration: 'sandbox' in {where} must be true or false")
+    budget = table.get("sandbox-budget")
+    if budget is not None and (not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0):
+        raise UsageError(f"bad configuration: 'sandbox-budget' in {where} must be a number of seconds greater than 0")
+    cache_dir = table.get("sandbox-cache-dir")
+    if cache_dir is not None and not isinstance(cache_dir, str):
+        raise UsageError(f"bad configuration: 'sandbox-cache-dir' in {where} must be a string")
     llm: dict[str, Any] = {}
     for key, option in _LLM_KEYS.items():
         if key in table:
@@ -91,6 +97,8 @@ def parse_table(table: dict[str, Any], source: str) -> FileConfig:
         sandbox=sandbox,
         device=strings["device"],
         fail_on=strings["fail-on"],
+        sandbox_budget=float(budget) if budget is not None else None,
+        sandbox_cache_dir=cache_dir,
         llm=llm,
         source=source,
     )

@@ -355,6 +355,13 @@ class SavedChecks:
     fixed: tuple[Overwrite, ...] | None = None
 
 
+# Torch names an input built from a caller's call may never reach, even in the sandbox:
+# files, processes, compilation, extensions. Checked on both sides.
+DENIED_TORCH_NAMES = frozenset(
+    "load save from_file hub compile jit ops classes library cuda backends distributed multiprocessing onnx export package cpp_extension".split()
+)
+
+
 @dataclass(frozen=True)
 class SearchReport:
     """How the inputs were found: tries, whether the original ran, what each input was."""
@@ -365,6 +372,8 @@ class SearchReport:
     ran: bool
     inputs: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    # The repository's call sites the chosen inputs came from (`train.py:88`).
+    callers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,19 @@ from review_copies.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tool keeps LLM answers and sandbox verdicts under $XDG_CACHE_HOME: the tests
+    use a folder of their own, never the user's, and start with it empty."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @dataclass
 class Result:
     code: int

@@ -10,7 +10,7 @@ import textwrap
 from review_copies.model.findings import Category, Finding, Severity, Suggestion, Verification
 from review_copies.sandbox.protocol import Limits
 from review_copies.sandbox.verify.client import Sandbox
-from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.verifier import Verifier
 
 _WORKER: Sandbox | None = None
 

@@ -88,7 +88,7 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
     try:
         from review_copies.model.findings import Category, Finding, Severity, Suggestion
         from review_copies.model.report import Report
-        from review_copies.sandbox.verify.stage import sandbox_stage
+        from review_copies.sandbox.verify.stage import SandboxStage
 
         f = Finding("alias_fix.py", 3, 3, Category.COPY_CONSTRUCT, "RC301", Severity.WARNING, "m",
                     suggestion=Suggestion(3, 3, "    return torch.as_tensor(x)\n"))
@@ -97,7 +97,7 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
             def __init__(self) -> None:
                 self.texts = {"alias_fix.py": LOOK_ALIKE}
 
-        out = sandbox_stage("cpu", io.StringIO())(Report(findings=[f]), Static())
+        out = SandboxStage("cpu", io.StringIO(), cache_dir=None)(Report(findings=[f]), Static())
     finally:
         target.unlink()
     assert out.findings == []

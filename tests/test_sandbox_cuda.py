@@ -7,7 +7,7 @@ import io
 import pytest
 
 from review_copies.model.findings import Status
-from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.verifier import Verifier
 from tests.sandbox_helpers import finding, worker
 
 pytestmark = pytest.mark.cuda

@@ -24,7 +24,8 @@ from review_copies.model.findings import Status
 from review_copies.model.report import Report
 from review_copies.sandbox.protocol import Limits
 from review_copies.sandbox.verify.client import Sandbox
-from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.stage import SandboxStage
+from review_copies.sandbox.verify.verifier import Verifier
 from tests.sandbox_helpers import finding, worker
 
 SECRET = "sk-sandbox-test-4f1c9e"
@@ -83,7 +84,7 @@ REVIEWER = '''
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
 from review_copies.model.findings import Category, Finding, Severity
-from review_copies.sandbox.verify.stage import Verifier
+from review_copies.sandbox.verify.verifier import Verifier
 from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.protocol import Limits, encode
 cases = json.loads(sys.argv[2])
@@ -260,7 +261,7 @@ def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
         report.findings.append(good)
         texts = {f.path: text for f, text in zip(report.findings, [textwrap.dedent(c).lstrip("\n") for c in (FORK_BOMB, HOG, SPIN, GOOD)])}
         started = time.monotonic()
-        out = Verifier(sb, "cpu", io.StringIO()).verify(report, texts)
+        out = SandboxStage("cpu", io.StringIO(), sandbox=sb, budget=None, parallel=1).verify(report, texts)
         elapsed = time.monotonic() - started
     finally:
         sb.limits = saved

@@ -12,7 +12,7 @@ from review_copies.sandbox import recipes
 from review_copies.sandbox.recipes import base
 from review_copies.sandbox.recipes.base import Recipe
 from review_copies.sandbox.verify import subjects, verdict
-from review_copies.sandbox.verify.stage import DeviceVerdict, combine
+from review_copies.sandbox.verify.verifier import DeviceVerdict, combine
 
 SCRIPT = textwrap.dedent(
     '''

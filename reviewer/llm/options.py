@@ -3,11 +3,11 @@ of `[tool.review-copies]`, checked once with a one-line message for each mistake
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from review_copies.model import cache_dirs
 from review_copies.model.errors import UsageError
 from review_copies.model.settings import LLM_OPTIONS, LLMOption
 
@@ -44,32 +44,9 @@ class LLMOptions:
         return self.base_url or DEFAULT_ENDPOINT
 
 
-def default_cache_dir(env: dict[str, str]) -> Path:
-    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-    return Path(base) / "review-copies" / "llm"
-
-
 def _cache_dir(table: dict[str, Any], repo_root: Path | None, env: dict[str, str]) -> Path | None:
     """Where answers are cached: never inside the reviewed repository."""
-    raw = table.get("llm-cache-dir")
-    if raw == "":
-        return None
-    if raw is None:
-        path = default_cache_dir(env)
-    else:
-        path = Path(os.path.expandvars(os.path.expanduser(raw)))
-        if not path.is_absolute():
-            raise UsageError(f"bad configuration: 'llm-cache-dir' must be an absolute path (got '{raw}')")
-    if repo_root is not None and _inside(path, repo_root):
-        if raw is None:
-            return None  # a home inside the repository: rather no cache than files in the repo
-        raise UsageError(f"bad configuration: 'llm-cache-dir' ({raw}) lies inside the reviewed repository")
-    return path
-
-
-def _inside(path: Path, root: Path) -> bool:
-    resolved, top = path.resolve(), root.resolve()
-    return resolved == top or top in resolved.parents
+    return cache_dirs.resolve_cache_dir(table.get("llm-cache-dir"), "llm-cache-dir", "llm", repo_root, env)
 
 
 _BOUND_WORDS = {"positive": "must be greater than 0", "zero-or-more": "must be 0 or more", "not-negative": "must not be negative"}

@@ -56,6 +56,10 @@ class SandboxStats:
     proc: str | None = None
     devices: str | None = None
     torch: str | None = None
+    # Verdicts answered from the cache, the stage's wall time, findings the budget left out.
+    cache_hits: int = 0
+    seconds: float = 0.0
+    over_budget: int = 0
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class Stats:
             value = getattr(self.sandbox, name)
             if value is not None:
                 out[f"sandbox_{name}"] = value
+        if self.sandbox.state == "on":
+            out.update({"sandbox_cache_hits": self.sandbox.cache_hits, "sandbox_seconds": self.sandbox.seconds, "sandbox_over_budget": self.sandbox.over_budget})
         out["llm"] = llm.model
         out["sandbox"] = self.sandbox.state
         return out

@@ -14,6 +14,8 @@ DEVICES = ("auto", "cpu", "cuda")
 FAIL_ON = ("none", "info", "warning", "error")
 FAIL_ON_RANK = {"none": 99, "info": 1, "warning": 2, "error": 3}
 DEFAULT_MODEL = "gpt-4o-mini"
+# Seconds of sandbox time for one review: a pull request's review stays quick.
+DEFAULT_SANDBOX_BUDGET = 30.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class FileConfig:
     sandbox: bool | None = None
     device: str | None = None
     fail_on: str | None = None
+    sandbox_budget: float | None = None
+    sandbox_cache_dir: str | None = None
     llm: dict[str, Any] = field(default_factory=dict)
     source: str = ""
 
@@ -93,3 +97,6 @@ class Settings:
     exclude: tuple[str, ...] = ()
     # The `llm-*` keys of the configuration file, checked for type (see LLM_OPTIONS).
     llm: dict[str, Any] = field(default_factory=dict)
+    sandbox_budget: float = DEFAULT_SANDBOX_BUDGET
+    # `sandbox-cache-dir` as configured: None for the default folder, "" for no cache.
+    sandbox_cache_dir: str | None = None

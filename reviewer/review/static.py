@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import multiprocessing
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -145,7 +145,9 @@ def _results(jobs: Iterator[FileJob], workers: int) -> Iterator[tuple[FileJob, F
     yield from _run_pooled(chained(), workers)
 
 
-def run_static(changeset: ChangeSet, options: StaticOptions) -> StaticResult:
+def run_static(changeset: ChangeSet, options: StaticOptions, first_finding: Callable[[], None] | None = None) -> StaticResult:
+    """Every file of the change through the rules; `first_finding` is called once, as soon
+    as there is a finding (a later stage may start getting ready)."""
     tally = _Tally()
     findings: list[Finding] = []
     notes: list[Note] = []
@@ -155,6 +157,8 @@ def run_static(changeset: ChangeSet, options: StaticOptions) -> StaticResult:
     for job, result in _results(_jobs(changeset, options, tally, notes), workers):
         tally.without_torch += not result.mentions_torch
         tally.suppressed += result.suppressed
+        if result.findings and not findings and first_finding is not None:
+            first_finding()
         findings.extend(result.findings)
         notes.extend(result.notes)
         tally.tensor_hunks += len(result.hunks)

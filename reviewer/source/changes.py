@@ -20,17 +20,10 @@ import git
 from review_copies.model.errors import UsageError
 from review_copies.model.settings import ChangeSpec
 from review_copies.source.diff import FileDiff, Hunk, iter_file_diffs
+from review_copies.source.plumbing import GIT_CONFIG, GIT_ENV, read_inside
+from review_copies.source.tree import FolderFiles, RepoFiles, RevisionFiles, WorkingFiles
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-_GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C"}
-_GIT_CONFIG = (
-    "-c", "core.quotepath=off",
-    "-c", "core.fsmonitor=false",
-    "-c", "diff.noprefix=false",
-    "-c", "diff.mnemonicPrefix=false",
-    "-c", "diff.relative=false",
-    "-c", "color.ui=never",
-)
 _DIFF_FLAGS = ("--no-color", "--no-ext-diff", "--no-textconv", "-M", "-C", "--src-prefix=a/", "--dst-prefix=b/", "-U3")
 
 
@@ -72,6 +65,8 @@ class ChangeSet:
     source: Source
     # The repository, when there is one (the config file and GitHub mode need it).
     repo: git.Repo | None = None
+    # The rest of the new version's files (the sandbox builds inputs from callers there).
+    files: RepoFiles | None = None
 
 
 # --------------------------------------------------------------------------- sources
@@ -83,23 +78,6 @@ class WorkingTreeSource:
 
     def read(self, change: Change) -> bytes | None:
         return read_inside(self.root, change.path)
-
-
-def read_inside(root: Path, rel: str) -> bytes | None:
-    """Read root/rel, refusing anything that resolves outside root (symlinks, '..')."""
-    path = root / rel
-    try:
-        real = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-    if real != root.resolve() and root.resolve() not in real.parents:
-        return None
-    if path.is_symlink() or not real.is_file():
-        return None
-    try:
-        return real.read_bytes()
-    except OSError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -209,14 +187,14 @@ def resolve_commit(repo: git.Repo, rev: str) -> str:
     if rev.startswith("-"):
         raise UsageError(f"unknown revision: {rev}")
     try:
-        return repo.git.execute(["git", *_GIT_CONFIG, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env=_GIT_ENV).strip()
+        return repo.git.execute(["git", *GIT_CONFIG, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env=GIT_ENV).strip()
     except git.GitCommandError:
         raise UsageError(f"unknown revision: {rev}") from None
 
 
 def has_commits(repo: git.Repo) -> bool:
     try:
-        repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env=_GIT_ENV)
+        repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], env=GIT_ENV)
         return True
     except git.GitCommandError:
         return False
@@ -224,14 +202,14 @@ def has_commits(repo: git.Repo) -> bool:
 
 def merge_base(repo: git.Repo, base: str, head: str) -> str:
     try:
-        return repo.git.execute(["git", *_GIT_CONFIG, "merge-base", base, head], env=_GIT_ENV).strip()
+        return repo.git.execute(["git", *GIT_CONFIG, "merge-base", base, head], env=GIT_ENV).strip()
     except git.GitCommandError:
         raise UsageError(f"no merge base between {base[:12]} and {head[:12]}: the histories are unrelated") from None
 
 
 def _git_lines(repo: git.Repo, args: Sequence[str]) -> Iterator[bytes]:
     """Stream a git command's standard output line by line."""
-    proc = repo.git.execute(["git", *_GIT_CONFIG, *args], as_process=True, env=_GIT_ENV)
+    proc = repo.git.execute(["git", *GIT_CONFIG, *args], as_process=True, env=GIT_ENV)
     assert not isinstance(proc, (str, bytes, tuple)) and proc is not None
     stream: BinaryIO = proc.proc.stdout  # type: ignore[union-attr]
     try:
@@ -333,7 +311,7 @@ def _outside_git(repo: git.Repo, path: Path) -> bool:
     if str(rel) == ".":
         return False
     try:
-        repo.git.execute(["git", *_GIT_CONFIG, "check-ignore", "-q", "--", rel.as_posix()], env=_GIT_ENV)
+        repo.git.execute(["git", *GIT_CONFIG, "check-ignore", "-q", "--", rel.as_posix()], env=GIT_ENV)
         return True
     except git.GitCommandError:
         return False
@@ -368,7 +346,7 @@ def _from_working_tree(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
     root = _working_root(repo)
     specs = _pathspecs(repo, req.paths)
     if req.all:
-        return ChangeSet(root, "whole files of the working tree", _tree_files(repo, None, specs), WorkingTreeSource(root), repo)
+        return ChangeSet(root, "whole files of the working tree", _tree_files(repo, None, specs), WorkingTreeSource(root), repo, _working_files(repo, root))
     against = "HEAD" if has_commits(repo) else EMPTY_TREE
 
     def stream() -> Iterator[Change]:
@@ -376,7 +354,7 @@ def _from_working_tree(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
         yield from _untracked(repo, specs)
 
     what = "the working tree against HEAD" if against == "HEAD" else "the working tree (no commits yet)"
-    return ChangeSet(root, what, stream(), WorkingTreeSource(root), repo)
+    return ChangeSet(root, what, stream(), WorkingTreeSource(root), repo, _working_files(repo, root))
 
 
 def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
@@ -385,11 +363,11 @@ def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
     if req.base is None:
         assert head is not None
         if req.all:
-            return ChangeSet(_root_or_none(repo), f"whole files at {req.head}", _tree_files(repo, head, specs), RevisionSource(repo, head), repo)
+            return ChangeSet(_root_or_none(repo), f"whole files at {req.head}", _tree_files(repo, head, specs), RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head))
         parents = repo.commit(head).parents
         base_point = parents[0].hexsha if parents else EMPTY_TREE
         desc = f"{req.head} against its first parent"
-        return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [base_point, head], specs, False), RevisionSource(repo, head), repo)
+        return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [base_point, head], specs, False), RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head))
     base = resolve_commit(repo, req.base)
     if head is None:
         root = _working_root(repo)
@@ -402,10 +380,14 @@ def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
             yield from _untracked(repo, specs)
 
         desc = f"the working tree against {req.base} (merge base {point[:12]})"
-        return ChangeSet(root, desc, stream(), WorkingTreeSource(root), repo)
+        return ChangeSet(root, desc, stream(), WorkingTreeSource(root), repo, _working_files(repo, root))
     point = merge_base(repo, base, head)
     desc = f"{req.head} against {req.base} (merge base {point[:12]})"
-    return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [point, head], specs, req.all), RevisionSource(repo, head), repo)
+    return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [point, head], specs, req.all), RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head))
+
+
+def _working_files(repo: git.Repo, root: Path) -> WorkingFiles:
+    return WorkingFiles(repo.git_dir, root)
 
 
 def _root_or_none(repo: git.Repo) -> Path | None:
@@ -425,7 +407,9 @@ def _from_diff_file(req: ChangeSpec, stdin: BinaryIO | None) -> ChangeSet:
                 yield change
 
     name = "standard input" if req.diff == "-" else req.diff
-    return ChangeSet(root, f"the diff in {name}", changes(), DiffSource(root), repo)
+    # The working tree stands for the new version's other files (the diff holds only its own).
+    files = _working_files(repo, root) if repo is not None and root is not None else None
+    return ChangeSet(root, f"the diff in {name}", changes(), DiffSource(root), repo, files)
 
 
 def _relative_filter(raw: str, root: Path | None) -> str:
@@ -478,7 +462,7 @@ def _plain_directories(paths: Sequence[str]) -> ChangeSet:
                     full = Path(dirpath) / filename
                     yield Change(path=_display(full, cwd), old_path=None, status="unchanged", whole_file=True, symlink=full.is_symlink())
 
-    return ChangeSet(None, "whole files (no repository)", walk(), _PlainSource(cwd))
+    return ChangeSet(None, "whole files (no repository)", walk(), _PlainSource(cwd), files=FolderFiles(tuple(Path(p) for p in paths), cwd))
 
 
 def _display(path: Path, cwd: Path) -> str:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import queue
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
 
@@ -57,7 +60,12 @@ class WorkerInfo:
 
 
 class Sandbox:
-    """One warm worker. Use as a context manager, or call close()."""
+    """One warm worker. Use as a context manager, or call close().
+
+    `launch` starts it without waiting (torch imports while the reviewer works), `start`
+    waits until it is ready. Probes are sent with `submit` and answered in the order they
+    finish by `collect`; the worker runs them side by side. `run` is one probe, start to end.
+    """
 
     def __init__(self, limits: protocol.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0) -> None:
         self.limits = limits or protocol.Limits()
@@ -69,6 +77,12 @@ class Sandbox:
         self._proc: subprocess.Popen[bytes] | None = None
         self._home: str | None = None
         self._ids = itertools.count(1)
+        self._ready = False
+        self._launched_at = 0.0
+        self._pending: dict[int, float] = {}  # request id -> when to give up on its answer
+        self._outbox: queue.Queue[bytes | None] | None = None
+        self._writer: threading.Thread | None = None
+        self._failed: list[protocol.ProbeAnswer] = []
 
     def __enter__(self) -> Sandbox:
         self.start()
@@ -81,33 +95,53 @@ class Sandbox:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> WorkerInfo:
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def launch(self) -> None:
+        """Start the worker process and return at once; `start` waits for it."""
         if self.alive:
-            return self.info
+            return
+        self.close()
         self._home = tempfile.mkdtemp(prefix="review-copies-worker-")
         # The zygote's temp dir lives here and a probe runs as its own uid: without
         # search permission, absolute paths into the probe's own directory fail.
         os.chmod(self._home, 0o711)
         boot = "from review_copies.sandbox.worker.zygote import main; main()"
         argv = [self.python, "-I", "-c", boot] + (["--isolation=none"] if self.isolation == "none" else [])
-        started = time.perf_counter()
+        self._launched_at = time.perf_counter()
         try:
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env=clean_env(self._home), cwd=self._home, start_new_session=True, close_fds=True,
             )
         except OSError as exc:
+            self._proc = None
             raise SandboxUnavailable(f"cannot start {self.python}: {exc.strerror}") from None
+        self._ready = False
+        self._outbox = queue.Queue()
+        # Requests are written by a thread of their own: a large request and a large
+        # answer in flight at once would otherwise block both processes on full pipes.
+        self._writer = threading.Thread(target=self._write_loop, args=(self._proc, self._outbox), daemon=True)
+        self._writer.start()
+
+    def start(self) -> WorkerInfo:
+        if self.alive and self._ready:
+            return self.info
+        if not self.alive:
+            self.launch()
+        assert self._proc is not None and self._proc.stdout is not None
         try:
-            assert self._proc.stdout is not None
             hello = protocol.decode(protocol.Hello, protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, time.monotonic() + self.start_timeout))
         except (protocol.FrameError, protocol.MessageError) as exc:
             self.close()
             raise SandboxUnavailable(f"the sandbox worker did not start ({exc}); is torch installed for {self.python}?") from None
         self.info = WorkerInfo(
             torch=hello.torch, cuda=hello.cuda, caps=hello.caps, isolation=hello.caps.describe(),
-            import_seconds=hello.import_seconds, start_seconds=time.perf_counter() - started,
+            import_seconds=hello.import_seconds, start_seconds=time.perf_counter() - self._launched_at,
         )
+        self._ready = True
         self._protect_secrets()
         return self.info
 
@@ -122,49 +156,109 @@ class Sandbox:
             except OSError:
                 pass
 
-    def run(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
-        """Send one probe and wait for its answer; a dead worker is restarted once."""
-        request = replace(request, limits=self.limits, id=next(self._ids))
-        for attempt in (1, 2):
-            if not self.alive:
-                try:
-                    self.start()
-                except SandboxUnavailable as exc:
-                    return protocol.ProbeAnswer(ok=False, error=str(exc), id=request.id)
+    @staticmethod
+    def _write_loop(proc: subprocess.Popen[bytes], outbox: queue.Queue[bytes | None]) -> None:
+        assert proc.stdin is not None
+        fd = proc.stdin.fileno()
+        while (data := outbox.get()) is not None:
             try:
-                return self._exchange(request)
-            except (protocol.FrameError, protocol.MessageError, OSError) as exc:
-                self.close()
-                if attempt == 2:
-                    return protocol.ProbeAnswer(ok=False, error=f"the sandbox worker failed: {exc}", id=request.id)
-        raise AssertionError("unreachable")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError:
+                return  # the worker is gone: the reader sees it
 
-    def _exchange(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
-        assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
-        protocol.write_frame(self._proc.stdin.fileno(), {"op": "probe", "request": request})
+    def submit(self, request: protocol.ProbeRequest) -> protocol.ProbeRequest:
+        """Send one probe without waiting; returns it with its id. Raises SandboxUnavailable."""
+        self.start()
+        assert self._outbox is not None
+        request = replace(request, limits=self.limits, id=next(self._ids))
+        self._outbox.put(protocol.frame({"op": "probe", "request": request}))
+        # The worker enforces the wall clock; past this, the worker itself is stuck.
+        self._pending[request.id] = time.monotonic() + self.limits.wall_seconds + 30.0
         self.runs += 1
-        deadline = time.monotonic() + self.limits.wall_seconds + 30.0
-        answer = protocol.decode(protocol.ProbeAnswer, protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, deadline))
-        if answer.id != request.id:
-            raise protocol.FrameError("answer for another request")
+        return request
+
+    def collect(self, until: float | None = None) -> protocol.ProbeAnswer | None:
+        """The next answer to finish, or None when `until` (a time.monotonic) comes first.
+        When the worker dies or hangs, every probe in flight is answered with the failure."""
+        if not self._pending:
+            return None
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        stuck = min(self._pending.values())
+        wait_until = stuck if until is None else min(until, stuck)
+        ready, _, _ = select.select([fd], [], [], max(0.0, wait_until - time.monotonic()))
+        if not ready:
+            if until is not None and until <= stuck:
+                return None
+            return self._fail_all("the sandbox worker stopped answering")
+        try:
+            answer = protocol.decode(protocol.ProbeAnswer, protocol.read_frame(fd, ANSWER_CAP, time.monotonic() + 30.0))
+        except (protocol.FrameError, protocol.MessageError, OSError) as exc:
+            return self._fail_all(f"the sandbox worker failed: {exc}")
+        if self._pending.pop(answer.id, None) is None:
+            return self._fail_all("the sandbox worker answered a request it was not sent")
         return answer
 
-    def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
+    def _fail_all(self, why: str) -> protocol.ProbeAnswer:
+        """One failed answer now; the other probes in flight get theirs on the next calls."""
+        first, *rest = sorted(self._pending)
+        self._failed = [protocol.ProbeAnswer(ok=False, error=why, id=i) for i in rest]
+        self.close(graceful=False)
+        return protocol.ProbeAnswer(ok=False, error=why, id=first)
+
+    def failed(self) -> list[protocol.ProbeAnswer]:
+        """Answers owed to probes that were in flight when the worker failed."""
+        out, self._failed = self._failed, []
+        return out
+
+    def run(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
+        """Send one probe and wait for its answer; a dead worker is restarted once."""
+        for attempt in (1, 2):
             try:
-                if proc.poll() is None and proc.stdin is not None:
-                    protocol.write_frame(proc.stdin.fileno(), {"op": "exit"})
-                    proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
+                sent = self.submit(request)
+            except SandboxUnavailable as exc:
+                return protocol.ProbeAnswer(ok=False, error=str(exc), id=0)
+            while True:
+                answer = self.collect()
+                self.failed()
+                if answer is None or answer.id == sent.id:
+                    break
+            if answer is not None and (answer.ok or attempt == 2 or not answer.error.startswith("the sandbox worker")):
+                return answer
+        return protocol.ProbeAnswer(ok=False, error="the sandbox worker failed twice", id=0)
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop the worker: asked to exit (it kills its probes in flight), killed if it does
+        not, or at once when `graceful` is off (it failed)."""
+        proc, self._proc = self._proc, None
+        outbox, self._outbox = self._outbox, None
+        if proc is not None:
+            if outbox is not None:
+                outbox.put(protocol.frame({"op": "exit"}) if self._ready else None)
+                outbox.put(None)
+            try:
+                # Probes in flight are killed by the worker on exit; a worker that is still
+                # importing torch has nothing to finish.
+                if self._ready and graceful:
+                    proc.wait(timeout=5 if not self._pending else 2)
+            except subprocess.TimeoutExpired:
                 pass
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            for stream in (proc.stdin, proc.stdout):
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.join(timeout=2)
+            # The writer thread writes to stdin's fd number: closed only once it is done.
+            streams = (proc.stdin, proc.stdout) if writer is None or not writer.is_alive() else (proc.stdout,)
+            for stream in streams:
                 if stream is not None:
                     stream.close()
+        self._ready = False
+        self._pending = {}
         if self._home:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None

@@ -21,6 +21,7 @@ from review_copies.model.findings import Finding
 from review_copies.review import fixes
 from review_copies.sandbox.protocol import Side, Subject, Watch
 from review_copies.sandbox.verify import param_facts
+from review_copies.sandbox.verify.callers import Callers, CallSite
 
 
 class NotRunnable(Exception):
@@ -297,7 +298,9 @@ def watch_for(parsed: ParsedFile, scope: Scope, start: int, end: int) -> Watch:
     return Watch(span, tuple(dict.fromkeys(names)), kind, tuple(dict.fromkeys(sources))[:4], in_loop)
 
 
-def side_for(path: str, text: str, start: int, end: int) -> Side:
+def side_for(path: str, text: str, start: int, end: int, callers: Callers | None = None, sites: list[CallSite] | None = None) -> Side:
+    """One side of a subject; with `callers`, the repository's call sites of the function
+    become its first inputs (`sites` reuses those of the other side)."""
     try:
         parsed = parse(path, text)
     except SourceProblem as problem:
@@ -312,7 +315,12 @@ def side_for(path: str, text: str, start: int, end: int) -> Side:
     else:
         target, top = (scope.name,), scope.node
         facts = param_facts.subject_facts(parsed.module, scope.node, None)  # type: ignore[arg-type]
-    source = _blank_except(parsed, _keep(parsed, top, param_facts.providers(parsed.module)))
+    if sites is None:
+        sites = callers.sites(path, text, target) if callers is not None else []
+    if sites:
+        facts = {**facts, "callers": [s.to_json() for s in sites]}
+    keep = param_facts.providers(parsed.module) | {name for s in sites for name in s.uses}
+    source = _blank_except(parsed, _keep(parsed, top, keep))
     return Side(source, path, target, (scope.start, scope.end), watch_for(parsed, scope, start, end), facts)
 
 
@@ -329,15 +337,16 @@ def fixed_lines(finding: Finding) -> tuple[int, int]:
     return max(s.start_line, min(finding.line, new_end)), new_end if finding.end_line >= s.end_line else min(finding.end_line, new_end)
 
 
-def build(finding: Finding, text: str) -> Subject:
+def build(finding: Finding, text: str, callers: Callers | None = None) -> Subject:
     """Raises NotRunnable when the finding's code cannot be run on its own."""
-    original = side_for(finding.path, text, finding.line, finding.end_line)
+    original = side_for(finding.path, text, finding.line, finding.end_line, callers)
+    sites = [CallSite(c["site"], c["args"], c["init"], tuple(c["uses"])) for c in original.facts.get("callers", [])]
     if finding.suggestion is None:
         return Subject(original, None, "no fix is offered")
     fixed_text = fixes.apply(text, finding.suggestion)
     start, end = fixed_lines(finding)
     try:
-        fixed = side_for(finding.path, fixed_text, start, end)
+        fixed = side_for(finding.path, fixed_text, start, end, sites=sites)
     except NotRunnable as exc:
         return Subject(original, None, f"the fixed file cannot be run: {exc}")
     if fixed.target != original.target:

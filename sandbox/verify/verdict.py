@@ -94,6 +94,16 @@ def _nothing_ran(runs: tuple[VariantRun, ...]) -> str | None:
 
 
 def decide(observation: Observation, recipes: tuple[str, ...], has_fix: bool, claims: frozenset[str] = frozenset(), watch: Watch | None = None) -> Decision:
+    decision = _decide(observation, recipes, has_fix, claims, watch)
+    callers = observation.search.callers if observation.search is not None else ()
+    if callers and decision.evidence and decision.status in (CONFIRMED, REFUTED):
+        # Inputs the repository itself passes: the reader can check the claim against that call.
+        where = ", ".join(f"`{c}`" for c in callers[:2])
+        return Decision(decision.status, f"{decision.evidence} (inputs as {where} calls it)", decision.recipe)
+    return decision
+
+
+def _decide(observation: Observation, recipes: tuple[str, ...], has_fix: bool, claims: frozenset[str], watch: Watch | None) -> Decision:
     runs = tuple(r for r in observation.variants if r.variant not in STAND_INS)
     why = _not_runnable(runs)
     if why:

@@ -30,6 +30,7 @@ from review_copies.sandbox.recipes.leaf_inplace import LEAF
 from review_copies.sandbox.worker import inputs as synth
 from review_copies.sandbox.worker.capture import compare
 from review_copies.sandbox.worker.gradcheck import gradcheck
+from review_copies.sandbox.worker.inputs.callers import role
 from review_copies.sandbox.worker.load import SubjectError, error_text, load
 from review_copies.sandbox.worker.runner import Options, Runner, State
 from review_copies.sandbox.worker.search import search
@@ -139,10 +140,10 @@ def _takes(runner: Runner, kind: str, chosen: bool = False) -> bool:
     except (SubjectError, synth.Unbuildable, TypeError, ValueError):
         return False
     if not chosen:
-        return any(s.cands and s.cands[0].kind == kind for s in plan.slots.values())
+        return any(s.cands and role(s.cands[0]) == kind for s in plan.slots.values())
     for name in plan.params:
         slot = plan.slots[name]
-        if slot.cands and slot.cands[min(runner.choice.get(name, 0), len(slot.cands) - 1)].kind == kind:
+        if slot.cands and role(slot.cands[min(runner.choice.get(name, 0), len(slot.cands) - 1)]) == kind:
             return True
     return False
 

@@ -58,6 +58,13 @@ class DispatchWrite:
 class Recorder(TorchDispatchMode):
     """Every aten op: which tensors it wrote, how many bytes copy ops copied."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Torch wraps a mode's __torch_dispatch__ in dynamo.disable, and the first call then
+        # imports torch._dynamo: about as long as importing torch itself, paid by every
+        # review. The recorder is never compiled, so the wrapper buys nothing here.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.step = 0

@@ -27,11 +27,13 @@ class Search:
     tries: int
     best: Trial
     described: dict[str, str] = field(default_factory=dict)
+    callers: tuple[str, ...] = ()
 
     def report(self) -> SearchReport:
         return SearchReport(
             tries=self.tries, limit=MAX_TRIES, fix_limit=MAX_FIX_TRIES, ran=self.best.stage == "ok",
             inputs=dict(list(self.described.items())[:12]), error=self.best.error if self.best.stage != "ok" else None,
+            callers=self.callers,
         )
 
 
@@ -138,4 +140,4 @@ def _search(original: Runner, fixed: Runner | None, recipes: tuple[str, ...], de
             found, _, done = climb.run(choice, both, (first, first.progress(), False), MAX_FIX_TRIES)
             if done:
                 choice = found
-    return Search(choice, climb.tries, best, plan.describe(choice))
+    return Search(choice, climb.tries, best, plan.describe(choice), plan.callers(choice))

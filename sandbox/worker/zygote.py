@@ -15,6 +15,7 @@ by killing the monitor's process group; the probe dies with its parent
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -23,7 +24,7 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from review_copies.sandbox import isolate, protocol
@@ -53,6 +54,34 @@ def _cuda_present(torch: Any) -> bool:
     return os.path.isdir(gpus) and bool(os.listdir(gpus))
 
 
+@dataclass
+class _Running:
+    """A probe in flight: its monitor's pid, its pipes, what it has said so far."""
+
+    request: protocol.ProbeRequest
+    pid: int
+    result_r: int
+    err_r: int
+    workdir: str
+    started: float
+    deadline: float
+    data: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    open_fds: set[int] = field(default_factory=set)
+    answer: protocol.ProbeAnswer | None = None  # decided early: a limit was hit
+
+    def __post_init__(self) -> None:
+        self.open_fds = {self.result_r, self.err_r}
+
+    def close(self, fd: int) -> None:
+        if fd in self.open_fds:
+            self.open_fds.discard(fd)
+            os.close(fd)
+
+    def done(self) -> bool:
+        return not self.open_fds or self.answer is not None or time.monotonic() >= self.deadline
+
+
 class Zygote:
     def __init__(self, isolation: str) -> None:
         self.root = tempfile.mkdtemp(prefix="review-copies-sandbox-")
@@ -67,11 +96,17 @@ class Zygote:
 
         self.torch = torch
         self.import_seconds = time.perf_counter() - started
-        # Imports only, no op: the first dispatch mode pulls in torch._dynamo (~0.9 s),
-        # which every probe would otherwise pay again.
+        # Imports only, no op (a fork after a parallel op hangs the child). Optimizers call
+        # functions torch wraps in dynamo.disable, whose first call imports torch._dynamo
+        # (about as long as torch itself): imported once here, not in every probe.
         import torch._dynamo
 
         from review_copies.sandbox.worker import check  # noqa: F401
+
+        # Everything imported so far lives as long as the worker: out of the collector's
+        # sight, a probe's gc.collect() (the retention checks make several) scans only what
+        # the probe made, not torch's hundreds of thousands of objects (0.3 s a call).
+        gc.freeze()
 
         self.warm_seconds = time.perf_counter() - started
         self.cuda = _cuda_present(torch)
@@ -79,12 +114,18 @@ class Zygote:
     def hello(self) -> protocol.Hello:
         return protocol.Hello(torch=self.torch.__version__, cuda=self.cuda, caps=self.caps, import_seconds=self.import_seconds)
 
-    # ---------------------------------------------------------------- one probe
+    # ---------------------------------------------------------------- probes
 
-    def probe(self, request: protocol.ProbeRequest) -> protocol.ProbeAnswer:
+    @property
+    def parallel(self) -> bool:
+        """Probes run side by side unless reaping one would kill another's processes: without
+        PID namespaces a probe's leftovers are found by its uid, which all probes share."""
+        return self.caps.namespaces or not self.caps.uid_drop
+
+    def launch(self, request: protocol.ProbeRequest) -> _Running | protocol.ProbeAnswer:
+        """Fork the probe's monitor; the answer comes later, through `_Running`."""
         if self.torch.cuda.is_initialized():
-            return protocol.ProbeAnswer(ok=False, error="CUDA was initialised in the worker; refusing to fork")
-        limits = request.limits
+            return protocol.ProbeAnswer(ok=False, error="CUDA was initialised in the worker; refusing to fork", id=request.id)
         cuda = request.device == "cuda"
         workdir = tempfile.mkdtemp(dir=self.root)
         if self.caps.uid_drop and self.caps.probe_uid is not None:
@@ -96,47 +137,43 @@ class Zygote:
         if pid == 0:
             os.close(result_r)
             os.close(err_r)
-            self._monitor(request, limits, cuda, workdir, result_w, err_w)
+            self._monitor(request, request.limits, cuda, workdir, result_w, err_w)
         os.close(result_w)
         os.close(err_w)
-        try:
-            answer = self._collect(pid, result_r, err_r, limits, started)
-        finally:
-            os.close(result_r)
-            os.close(err_r)
-            self._reap(pid)
-            shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(workdir + ".stage", ignore_errors=True)
-        return replace(answer, id=request.id, seconds=round(time.monotonic() - started, 4))
+        return _Running(request, pid, result_r, err_r, workdir, started, started + request.limits.wall_seconds)
 
-    def _collect(self, pid: int, result_r: int, err_r: int, limits: protocol.Limits, started: float) -> protocol.ProbeAnswer:
-        deadline = started + limits.wall_seconds
-        data, err = bytearray(), bytearray()
-        open_fds = {result_r, err_r}
-        over = False
-        while open_fds:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill(pid)
-                return protocol.ProbeAnswer(ok=False, error=f"stopped at the wall-clock limit of {limits.wall_seconds:g} s", limit="wall", stderr=_tail(err))
-            ready, _, _ = select.select(list(open_fds), [], [], left)
-            for fd in ready:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    open_fds.discard(fd)
-                elif fd == result_r:
-                    data += chunk
-                    if len(data) > limits.output_bytes + protocol.HEADER.size:
-                        over = True
-                        open_fds.discard(fd)
-                else:
-                    err += chunk
-                    del err[: max(0, len(err) - STDERR_TAIL)]
-            if over:
-                self._kill(pid)
-                return protocol.ProbeAnswer(ok=False, error=f"output over the {limits.output_bytes}-byte cap", limit="output", stderr=_tail(err))
-        status = self._wait(pid, deadline)
-        return self._answer(bytes(data), status, err, limits)
+    def read(self, run: _Running, fd: int) -> None:
+        """One chunk from a probe's result or stderr pipe."""
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            run.close(fd)
+        elif fd == run.result_r:
+            run.data += chunk
+            if len(run.data) > run.request.limits.output_bytes + protocol.HEADER.size:
+                self._kill(run.pid)
+                run.answer = protocol.ProbeAnswer(ok=False, error=f"output over the {run.request.limits.output_bytes}-byte cap", limit="output", stderr=_tail(run.err))
+        else:
+            run.err += chunk
+            del run.err[: max(0, len(run.err) - STDERR_TAIL)]
+
+    def finish(self, run: _Running) -> protocol.ProbeAnswer:
+        """The answer of a probe whose pipes closed, that went over a limit or past its
+        wall clock; its processes are reaped and its directory removed."""
+        limits = run.request.limits
+        try:
+            answer = run.answer
+            if answer is None and time.monotonic() >= run.deadline and run.open_fds:
+                self._kill(run.pid)
+                answer = protocol.ProbeAnswer(ok=False, error=f"stopped at the wall-clock limit of {limits.wall_seconds:g} s", limit="wall", stderr=_tail(run.err))
+            if answer is None:
+                answer = self._answer(bytes(run.data), self._wait(run.pid, run.deadline), run.err, limits)
+        finally:
+            for fd in list(run.open_fds):
+                run.close(fd)
+            self._reap(run.pid)
+            shutil.rmtree(run.workdir, ignore_errors=True)
+            shutil.rmtree(run.workdir + ".stage", ignore_errors=True)
+        return replace(answer, id=run.request.id, seconds=round(time.monotonic() - run.started, 4))
 
     def _answer(self, data: bytes, status: int | None, err: bytearray, limits: protocol.Limits) -> protocol.ProbeAnswer:
         if len(data) >= protocol.HEADER.size:
@@ -176,6 +213,11 @@ class Zygote:
         """The monitor child: namespaces, then the probe process (or be it, without namespaces)."""
         code = 70
         try:
+            # The monitor dies with the worker (and the probe with the monitor): a reviewer
+            # that kills its worker mid-probe leaves nothing running.
+            isolate.prctl(isolate.PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() == 1:
+                os._exit(code)
             _close_fds_except({0, 1, 2, result_w, err_w})
             workdir = isolate.enter_namespaces(self.caps, workdir, limits.tmpfs_bytes, self.need)
             if not self.caps.namespaces:
@@ -279,20 +321,58 @@ def main() -> None:
     isolate.set_dumpable(False)
     zygote = Zygote(isolation)
     protocol.write_frame(channel_out, zygote.hello())
-    while True:
-        try:
-            request = protocol.read_frame(channel_in, REQUEST_CAP)
-        except protocol.FrameError:
-            break
-        if request.get("op") == "exit":
-            break
-        try:
-            probe = protocol.decode(protocol.ProbeRequest, request.get("request"))
-            answer = zygote.probe(probe)
-        except Exception as exc:  # the worker must outlive any probe (or a request it cannot read)
-            answer = protocol.ProbeAnswer(ok=False, error=f"worker error: {type(exc).__name__}: {exc}", id=request.get("id") if isinstance(request.get("id"), int) else 0)
-        protocol.write_frame(channel_out, answer)
+    serve(zygote, channel_in, channel_out)
     shutil.rmtree(zygote.root, ignore_errors=True)
+
+
+def serve(zygote: Zygote, channel_in: int, channel_out: int) -> None:
+    """Requests in, answers out, in the order probes finish: several probes run at once
+    (the reviewer decides how many it sends before it waits)."""
+    running: list[_Running] = []
+    waiting: list[protocol.ProbeRequest] = []
+    reading = True
+    while reading or running or waiting:
+        while waiting and (not running or zygote.parallel):
+            launched = zygote.launch(waiting.pop(0))
+            if isinstance(launched, protocol.ProbeAnswer):
+                protocol.write_frame(channel_out, launched)
+            else:
+                running.append(launched)
+        fds = [channel_in] if reading else []
+        fds += [fd for run in running for fd in run.open_fds]
+        timeout = max(0.0, min(run.deadline for run in running) - time.monotonic()) if running else None
+        ready, _, _ = select.select(fds, [], [], timeout) if fds else ([], [], [])
+        if channel_in in ready:
+            reading = _take(channel_in, channel_out, waiting)
+            if not reading:
+                for run in running:
+                    zygote._kill(run.pid)
+                waiting.clear()
+        for run in running:
+            for fd in [fd for fd in ready if fd in run.open_fds]:
+                zygote.read(run, fd)
+        for run in [r for r in running if r.done()]:
+            running.remove(run)
+            answer = zygote.finish(run)
+            if reading:
+                protocol.write_frame(channel_out, answer)
+
+
+def _take(channel_in: int, channel_out: int, waiting: list[protocol.ProbeRequest]) -> bool:
+    """Read one request; False when the reviewer is gone or says exit."""
+    try:
+        request = protocol.read_frame(channel_in, REQUEST_CAP)
+    except protocol.FrameError:
+        return False
+    if request.get("op") == "exit":
+        return False
+    try:
+        waiting.append(protocol.decode(protocol.ProbeRequest, request.get("request")))
+    except Exception as exc:  # the worker must outlive any request it cannot read
+        given = request.get("request")
+        ident = given.get("id") if isinstance(given, dict) and isinstance(given.get("id"), int) else 0
+        protocol.write_frame(channel_out, protocol.ProbeAnswer(ok=False, error=f"worker error: {type(exc).__name__}: {exc}", id=ident))
+    return True
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ class Cand:
             return f"{self.kind} of {a}" if a is not None else self.kind
         if self.kind == "dict_keys":
             return "dict " + ",".join(a)
+        if self.kind == "caller":
+            return f"{a[1]} (as {a[0]} passes it)"
+        if self.kind == "default":
+            return "its default"
         return self.kind if a is None else f"{self.kind} {a}"
 
 

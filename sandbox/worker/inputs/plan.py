@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from review_copies.sandbox.worker.inputs.callers import caller_cands, role
 from review_copies.sandbox.worker.inputs.candidates import Cand, Providers, Slot, candidates, facts_names
 from review_copies.sandbox.worker.inputs.names import kind_of
 from review_copies.sandbox.worker.inputs.variant import Unbuildable
@@ -40,7 +41,7 @@ class Plan:
             if head == "self" and self.owner is not None and issubclass(self.owner, torch.nn.Module):
                 return True
             slot = self.slots.get(head)
-            if slot is not None and head in self.params and slot.cands and slot.cands[0].kind in ("model", "file_model"):
+            if slot is not None and head in self.params and slot.cands and role(slot.cands[0]) in ("model", "file_model"):
                 return True
         return False
 
@@ -59,16 +60,22 @@ class Plan:
             kind = kind_of(p.name, p.annotation)
             if kind == "self":
                 continue
+            from_callers = caller_cands(self.hints, p.name, init=bool(prefix))
             if p.default is not inspect.Parameter.empty and kind != "device":
+                if not from_callers:
+                    continue
+                # A caller passes it: its value first, the default after.
+                self.slots[prefix + p.name] = Slot(prefix + p.name, [*from_callers, Cand("default")], frozenset({p.name}), facts=facts.get(p.name, {}))
+                out.append(p.name)
                 continue
-            self._slot(prefix + p.name, p.name, facts, p.annotation, facts.get(p.name, {}), prefix)
+            self._slot(prefix + p.name, p.name, facts, p.annotation, facts.get(p.name, {}), prefix, from_callers)
             out.append(p.name)
         return out
 
-    def _slot(self, path: str, name: str, all_facts: dict[str, dict[str, Any]], annotation: Any, facts: dict[str, Any], prefix: str) -> None:
+    def _slot(self, path: str, name: str, all_facts: dict[str, dict[str, Any]], annotation: Any, facts: dict[str, Any], prefix: str, first: list[Cand] | None = None) -> None:
         if path in self.slots:
             return
-        cands = candidates(name, facts, annotation, self.providers)
+        cands = [*(first or []), *candidates(name, facts, annotation, self.providers)]
         names = frozenset(facts_names(facts) | {name})
         self.slots[path] = Slot(path, cands, names, facts=facts)
         fact_path = path[len(prefix):]
@@ -103,6 +110,16 @@ class Plan:
 
     def coordinates(self) -> list[Slot]:
         return [s for s in self.slots.values() if s.search and len(s.cands) > 1]
+
+    def callers(self, choice: dict[str, int]) -> tuple[str, ...]:
+        """The call sites the chosen inputs came from."""
+        sites = []
+        for path, slot in self.slots.items():
+            if slot.cands:
+                c = slot.cands[min(choice.get(path, 0), len(slot.cands) - 1)]
+                if c.kind == "caller":
+                    sites.append(c.arg[0])
+        return tuple(dict.fromkeys(sites))
 
     def describe(self, choice: dict[str, int]) -> dict[str, str]:
         out = {}

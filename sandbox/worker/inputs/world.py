@@ -14,9 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from review_copies.sandbox.worker.inputs import callers
 from review_copies.sandbox.worker.inputs.candidates import Cand, candidates, is_size
 from review_copies.sandbox.worker.inputs.plan import Plan
 from review_copies.sandbox.worker.inputs.variant import BATCH, CLASSES, FEATURES, SEQ, SPATIAL, VOCAB, Unbuildable, Variant
+
+# A parameter left to its default: not passed at all.
+DEFAULT = object()
 
 
 @dataclass
@@ -107,7 +111,7 @@ class World:
         assert self.plan is not None
         out = {}
         for path in [f"init:{n}" for n in self.plan.init_params] + self.plan.params:
-            if self.cand(path).kind in ("model", "file_model"):
+            if callers.role(self.cand(path)) in ("model", "file_model"):
                 out[path.split(":")[-1]] = self.value(path)
         return out
 
@@ -221,7 +225,7 @@ class World:
         if head == "self":
             obj = self.instance
         elif head in self.plan.slots and head in self.plan.params:
-            if self.cand(head).kind not in ("model", "file_model"):
+            if callers.role(self.cand(head)) not in ("model", "file_model"):
                 return None
             obj = self.value(head)
         else:
@@ -238,10 +242,10 @@ class World:
     def arguments(self) -> dict[str, Any]:
         assert self.plan is not None
         # Models first: optimizers and fitted inputs refer to them.
-        order = sorted(self.plan.params, key=lambda n: 0 if self.cand(n).kind in ("model", "file_model") else 1)
+        order = sorted(self.plan.params, key=lambda n: 0 if callers.role(self.cand(n)) in ("model", "file_model") else 1)
         for name in order:
             self.value(name)
-        return {name: self.memo[name] for name in self.plan.params}
+        return {name: self.memo[name] for name in self.plan.params if self.memo[name] is not DEFAULT}
 
     def build_instance(self) -> Any:
         assert self.plan is not None and self.plan.owner is not None
@@ -252,6 +256,7 @@ class World:
             obj = cls()
         else:
             kwargs = {name: self.value("init:" + name) for name in self.plan.init_params}
+            kwargs = {name: value for name, value in kwargs.items() if value is not DEFAULT}
             try:
                 obj = cls(**kwargs)
             except Exception as exc:
@@ -312,6 +317,8 @@ MAKERS: dict[str, Callable[[World, Any, str], Any]] = {
     "dict_keys": lambda w, a, path: {key: w.make(f"{path}[{key!r}]") for key in a},
     "factory": lambda w, a, path: w.from_factory(a),
     "fits": lambda w, a, path: w.fits(a),
+    "caller": lambda w, a, path: callers.build(w, Cand("caller", a), path),
+    "default": lambda w, a, path: DEFAULT,
 }
 
 
