@@ -63,6 +63,17 @@ def _priority(plan: synth.Plan, trial: Trial) -> list[synth.Slot]:
     return sorted(plan.coordinates(), key=lambda slot: (score(slot), slot.certainty))
 
 
+def _without_callers(plan: synth.Plan) -> dict[str, int]:
+    """The choice that skips every caller's value: each such slot's first invented candidate."""
+    out = {}
+    for path, slot in plan.slots.items():
+        if slot.cands and slot.cands[0].kind == "caller":
+            first = next((i for i, c in enumerate(slot.cands) if c.kind != "caller"), None)
+            if first is not None:
+                out[path] = first
+    return out
+
+
 def _normal(choice: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in choice.items() if v}
 
@@ -118,6 +129,16 @@ def _search(original: Runner, fixed: Runner | None, recipes: tuple[str, ...], de
     climb = _Climb(plan, time.monotonic())
     choice: dict[str, int] = {}
     best = original.trial(variant, choice)
+    invented = _without_callers(plan)
+    if invented and not _good(best, signatures):
+        # The callers' values may not fit the invented rest (a caller's 3-channel mean
+        # beside a 4-feature world): unless they get further, the search starts where it
+        # would without them.
+        other = original.trial(variant, invented)
+        climb.tries += 1
+        climb.seen.add(frozenset(invented.items()))
+        if _good(other, signatures) or other.progress() >= best.progress():
+            choice, best = invented, other
 
     def original_score(c: dict[str, int]) -> tuple[Trial, tuple[int, ...], bool]:
         t = original.trial(variant, c)
