@@ -1,6 +1,8 @@
-"""What the sandbox costs a review, side by side: each review run with `--no-sandbox`, then
-with the sandbox and an empty verdict cache (cold), then again with that cache (warm, as
-a re-review of the same head), one after the other on the same machine.
+"""What the sandbox costs a review, side by side: each review run with `--no-sandbox`; then
+with the sandbox as in CI (`CI=true`: a fresh worker, no cache: cold); then as on a
+developer's machine (the worker kept warm by the review before, an empty verdict cache:
+warm worker); then again with that cache (a re-review of the same head: cached), one after
+the other on the same machine.
 
     python benchmarks/sandbox_time.py [--corpus] [--repo GIT_DIR --commits N] [--cli PATH] [--json OUT]
 
@@ -8,7 +10,7 @@ a re-review of the same head), one after the other on the same machine.
 reviews the last N commits of a repository (a bare clone works) as pull requests
 (`--base C^ --head C`). Printed: per review the three wall times and the finding count;
 then, for all reviews and for those with 1 to 10 findings, the median and p90 of the
-sandbox-on / sandbox-off ratio, cold and warm. Wall times are of the whole CLI process,
+sandbox-on / sandbox-off ratio in each of the three ways. Wall times are of the whole CLI process,
 as a user waits for it.
 """
 
@@ -38,6 +40,7 @@ class Timing:
     off: float
     cold: float
     warm: float
+    cached: float
     runs: int
     cache_hits: int
     over_budget: int
@@ -51,10 +54,17 @@ class Timing:
     def ratio_warm(self) -> float:
         return self.warm / self.off
 
+    @property
+    def ratio_cached(self) -> float:
+        return self.cached / self.off
 
-def _run(cli: str, args: list[str], cache: Path) -> tuple[float, dict]:
+
+def _run(cli: str, args: list[str], cache: Path, ci: bool = False) -> tuple[float, dict]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     env.pop("OPENAI_API_KEY", None)
+    env.pop("CI", None)
+    if ci:
+        env["CI"] = "true"
     started = time.perf_counter()
     proc = subprocess.run([cli, *args, "--offline", "--format", "json", "--fail-on", "none"], capture_output=True, text=True, env=env, timeout=900)
     seconds = time.perf_counter() - started
@@ -64,19 +74,22 @@ def _run(cli: str, args: list[str], cache: Path) -> tuple[float, dict]:
 
 
 def time_review(cli: str, name: str, args: list[str]) -> Timing:
+    cold_cache = Path(tempfile.mkdtemp(prefix="rc-time-cache-"))
     cache = Path(tempfile.mkdtemp(prefix="rc-time-cache-"))
     try:
         off, _ = _run(cli, [*args, "--no-sandbox"], cache)
-        cold, report = _run(cli, args, cache)
-        warm, again = _run(cli, args, cache)
+        cold, report = _run(cli, args, cold_cache, ci=True)
+        warm, _ = _run(cli, args, cache)
+        cached, again = _run(cli, args, cache)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(cold_cache, ignore_errors=True)
     statuses: dict[str, int] = {}
     for f in report["findings"] + report["dropped"]:
         status = f["verification"]["status"]
         statuses[status] = statuses.get(status, 0) + 1
     stats = report["stats"]
-    return Timing(name, len(report["findings"]) + len(report["dropped"]), off, cold, warm, stats.get("sandbox_runs", 0),
+    return Timing(name, len(report["findings"]) + len(report["dropped"]), off, cold, warm, cached, stats.get("sandbox_runs", 0),
                   again["stats"].get("sandbox_cache_hits", 0), stats.get("sandbox_over_budget", 0), statuses)
 
 
@@ -105,11 +118,13 @@ def summary(timings: list[Timing], label: str) -> dict[str, object]:
             return {"reviews": 0}
         cold = [t.ratio_cold for t in rows]
         warm = [t.ratio_warm for t in rows]
+        cached = [t.ratio_cached for t in rows]
         return {
             "reviews": len(rows),
             "findings": sum(t.findings for t in rows),
             "cold_median": round(statistics.median(cold), 2), "cold_p90": round(_p90(cold), 2),
-            "warm_median": round(statistics.median(warm), 2), "warm_p90": round(_p90(warm), 2),
+            "warm_worker_median": round(statistics.median(warm), 2), "warm_worker_p90": round(_p90(warm), 2),
+            "cached_median": round(statistics.median(cached), 2), "cached_p90": round(_p90(cached), 2),
             "off_median_s": round(statistics.median(t.off for t in rows), 2),
             "cold_median_s": round(statistics.median(t.cold for t in rows), 2),
         }
@@ -137,12 +152,12 @@ def main() -> None:
         for label, reviews in sets:
             timings = []
             print(f"== {label}")
-            print(f"{'review':45} {'found':>5} {'off s':>6} {'cold s':>7} {'warm s':>7} {'cold x':>7} {'warm x':>7}  verdicts")
+            print(f"{'review':40} {'found':>5} {'off s':>6} {'cold s':>7} {'warm s':>7} {'cache s':>7} {'cold x':>6} {'warm x':>6} {'cache x':>7}  verdicts")
             for name, review_args in reviews:
                 t = time_review(args.cli, name, review_args)
                 timings.append(t)
                 verdicts = ", ".join(f"{k} {v}" for k, v in sorted(t.statuses.items()))
-                print(f"{name[:45]:45} {t.findings:5d} {t.off:6.2f} {t.cold:7.2f} {t.warm:7.2f} {t.ratio_cold:7.2f} {t.ratio_warm:7.2f}  {verdicts}", flush=True)
+                print(f"{name[:40]:40} {t.findings:5d} {t.off:6.2f} {t.cold:7.2f} {t.warm:7.2f} {t.cached:7.2f} {t.ratio_cold:6.2f} {t.ratio_warm:6.2f} {t.ratio_cached:7.2f}  {verdicts}", flush=True)
             s = summary(timings, label)
             print(json.dumps(s, indent=1))
             results["timings"][label] = [asdict(t) for t in timings]  # type: ignore[index]

@@ -33,7 +33,9 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
         stages.append(llm_stage(settings, rules, config_root(settings.change), stderr))
     if settings.sandbox:
         cache_dir = resolve_cache_dir(settings.sandbox_cache_dir, "sandbox-cache-dir", "sandbox", config_root(settings.change), dict(os.environ))
-        stages.append(SandboxStage(settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir))
+        stages.append(SandboxStage(
+            settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir, keep_warm=settings.sandbox_keep_warm,
+        ))
     options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline)
     return review(changeset, options, stages), rules
 

@@ -15,7 +15,7 @@ from review_copies.app import exit_status, review_changeset, write_report
 from review_copies.github import post_review
 from review_copies.github.runner_outputs import step_outputs, write_outputs
 from review_copies.model.errors import UsageError
-from review_copies.model.settings import DEFAULT_MODEL, DEFAULT_SANDBOX_BUDGET, DEVICES, FAIL_ON, PROG, ChangeSpec, FileConfig, Settings
+from review_copies.model.settings import DEFAULT_KEEP_WARM, DEFAULT_MODEL, DEFAULT_SANDBOX_BUDGET, DEVICES, FAIL_ON, PROG, ChangeSpec, FileConfig, Settings
 from review_copies.source.changes import build_changeset
 
 
@@ -81,6 +81,7 @@ def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dic
         llm=file_config.llm,
         sandbox_budget=args.sandbox_budget or file_config.sandbox_budget or DEFAULT_SANDBOX_BUDGET,
         sandbox_cache_dir=file_config.sandbox_cache_dir,
+        sandbox_keep_warm=file_config.sandbox_keep_warm if file_config.sandbox_keep_warm is not None else (0.0 if env.get("CI") else DEFAULT_KEEP_WARM),
     )
 
 

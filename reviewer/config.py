@@ -49,7 +49,7 @@ def load(root: Path | None) -> FileConfig:
 
 def parse_table(table: dict[str, Any], source: str) -> FileConfig:
     where = f"[tool.review-copies] in {source}"
-    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_STR_KEYS) - {"sandbox", "sandbox-budget", "sandbox-cache-dir"} - set(_LLM_KEYS))
+    unknown = sorted(set(table) - set(_LIST_KEYS) - set(_STR_KEYS) - {"sandbox", "sandbox-budget", "sandbox-cache-dir", "sandbox-keep-warm"} - set(_LLM_KEYS))
     if unknown:
         raise UsageError(f"bad configuration: unknown key '{unknown[0]}' in {where}")
     lists: dict[str, tuple[str, ...]] = {}
@@ -78,6 +78,9 @@ def parse_table(table: dict[str, Any], source: str) -> FileConfig:
     budget = table.get("sandbox-budget")
     if budget is not None and (not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0):
         raise UsageError(f"bad configuration: 'sandbox-budget' in {where} must be a number of seconds greater than 0")
+    keep_warm = table.get("sandbox-keep-warm")
+    if keep_warm is not None and (not isinstance(keep_warm, (int, float)) or isinstance(keep_warm, bool) or keep_warm < 0):
+        raise UsageError(f"bad configuration: 'sandbox-keep-warm' in {where} must be a number of seconds, 0 or more")
     cache_dir = table.get("sandbox-cache-dir")
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise UsageError(f"bad configuration: 'sandbox-cache-dir' in {where} must be a string")
@@ -99,6 +102,7 @@ def parse_table(table: dict[str, Any], source: str) -> FileConfig:
         fail_on=strings["fail-on"],
         sandbox_budget=float(budget) if budget is not None else None,
         sandbox_cache_dir=cache_dir,
+        sandbox_keep_warm=float(keep_warm) if keep_warm is not None else None,
         llm=llm,
         source=source,
     )

@@ -132,6 +132,19 @@ def _maskable(directory: str, keep: list[str]) -> bool:
     return not any(p == real or p.startswith(real + os.sep) for p in keep)
 
 
+def hidden_from_probes(caps: Capabilities, path: str) -> bool:
+    """Whether a probe can never reach `path` (the kept-warm worker's socket): it runs as
+    another uid (the socket's folder is 0700), or the folder lies under a directory its
+    mount namespace covers with an empty tmpfs."""
+    if caps.uid_drop:
+        return True
+    if not caps.namespaces:
+        return False
+    real = os.path.realpath(path)
+    keep = _important_paths()
+    return any(_maskable(d, keep) and real.startswith(os.path.realpath(d) + os.sep) for d in MASKED_DIRS)
+
+
 def _mount_points() -> list[tuple[str, int]]:
     """(mount point, flags to keep) from /proc/self/mountinfo, parents before children."""
     out = []

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,17 +25,41 @@ from review_copies.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def kept_warm_workers(folder: Path) -> list[int]:
+    """Pids of sandbox workers serving a socket under `folder`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.startswith(f"--serve={folder}".encode()) for arg in cmdline):
+            pids.append(int(entry))
+    return pids
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The tool keeps LLM answers and sandbox verdicts under $XDG_CACHE_HOME: the tests
-    use a folder of their own, never the user's, and start with it empty."""
-    saved = os.environ.get("XDG_CACHE_HOME")
+def _private_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tool keeps LLM answers and sandbox verdicts under $XDG_CACHE_HOME and a kept-warm
+    worker's socket under $XDG_RUNTIME_DIR: the tests use folders of their own, never the
+    user's. They run as in CI (no worker outlives a review) unless a test asks otherwise."""
+    names = ("XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "CI")
+    saved = {name: os.environ.get(name) for name in names}
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="rc-run-")  # short: a socket name has a length limit
+    os.environ["CI"] = "true"
     yield
-    if saved is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = saved
+    for pid in kept_warm_workers(Path(os.environ["XDG_RUNTIME_DIR"])):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # a test that built its settings without CI kept one warm
+    shutil.rmtree(os.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @dataclass

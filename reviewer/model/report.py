@@ -56,6 +56,8 @@ class SandboxStats:
     proc: str | None = None
     devices: str | None = None
     torch: str | None = None
+    # "started in 3.2 s", or "kept warm by an earlier review".
+    worker: str | None = None
     # Verdicts answered from the cache, the stage's wall time, findings the budget left out.
     cache_hits: int = 0
     seconds: float = 0.0
@@ -128,7 +130,7 @@ class Stats:
             if llm.cost_usd is not None:
                 out["llm_cost_usd"] = llm.cost_usd
             out.update({"llm_findings": llm.findings, "llm_merged_with_static": llm.merged_with_static, "llm_lines_corrected": llm.lines_corrected})
-        for name in ("network", "filesystem", "processes", "proc", "devices", "torch"):
+        for name in ("network", "filesystem", "processes", "proc", "devices", "torch", "worker"):
             value = getattr(self.sandbox, name)
             if value is not None:
                 out[f"sandbox_{name}"] = value

@@ -16,6 +16,9 @@ FAIL_ON_RANK = {"none": 99, "info": 1, "warning": 2, "error": 3}
 DEFAULT_MODEL = "gpt-4o-mini"
 # Seconds of sandbox time for one review: a pull request's review stays quick.
 DEFAULT_SANDBOX_BUDGET = 30.0
+# Seconds the sandbox's worker waits for the next review after one (0 in CI, where every
+# job starts from scratch and nothing should outlive it).
+DEFAULT_KEEP_WARM = 300.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class FileConfig:
     fail_on: str | None = None
     sandbox_budget: float | None = None
     sandbox_cache_dir: str | None = None
+    sandbox_keep_warm: float | None = None
     llm: dict[str, Any] = field(default_factory=dict)
     source: str = ""
 
@@ -98,5 +102,6 @@ class Settings:
     # The `llm-*` keys of the configuration file, checked for type (see LLM_OPTIONS).
     llm: dict[str, Any] = field(default_factory=dict)
     sandbox_budget: float = DEFAULT_SANDBOX_BUDGET
+    sandbox_keep_warm: float = 0.0
     # `sandbox-cache-dir` as configured: None for the default folder, "" for no cache.
     sandbox_cache_dir: str | None = None

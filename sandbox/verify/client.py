@@ -14,6 +14,7 @@ import queue
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,9 @@ import time
 from dataclasses import dataclass, field, replace
 
 from review_copies.sandbox import isolate, protocol
+from review_copies.sandbox.verify import warm
 
+_BOOT = "from review_copies.sandbox.worker.serve import main; main()"
 # Passed through to the worker: none of them is a secret, and CUDA needs them.
 ENV_ALLOWLIST = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 ANSWER_CAP = 32 << 20
@@ -57,6 +60,8 @@ class WorkerInfo:
     isolation: protocol.Isolation = field(default_factory=lambda: protocol.Capabilities(problems=["the worker has not started"]).describe())
     import_seconds: float = 0.0
     start_seconds: float = 0.0
+    # A worker kept warm by an earlier review served this one.
+    reused: bool = False
 
 
 class Sandbox:
@@ -67,14 +72,23 @@ class Sandbox:
     finish by `collect`; the worker runs them side by side. `run` is one probe, start to end.
     """
 
-    def __init__(self, limits: protocol.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0) -> None:
+    def __init__(
+        self, limits: protocol.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0, keep_warm: float = 0.0,
+    ) -> None:
+        """`keep_warm`: seconds a worker waits for the next review after this one (0: it
+        ends with this review)."""
         self.limits = limits or protocol.Limits()
+        self.keep_warm = keep_warm
         self.isolation = isolation
         self.python = python or sys.executable
         self.start_timeout = start_timeout
         self.info = WorkerInfo()
         self.runs = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._reused = False
+        self._read_fd = -1
+        self._write_fd = -1
         self._home: str | None = None
         self._ids = itertools.count(1)
         self._ready = False
@@ -93,6 +107,8 @@ class Sandbox:
 
     @property
     def alive(self) -> bool:
+        if self._sock is not None:
+            return True  # a kept-warm worker: a dead one shows when it is read
         return self._proc is not None and self._proc.poll() is None
 
     @property
@@ -100,30 +116,43 @@ class Sandbox:
         return len(self._pending)
 
     def launch(self) -> None:
-        """Start the worker process and return at once; `start` waits for it."""
+        """Start the worker (or reach the kept-warm one) and return at once; `start` waits."""
         if self.alive:
             return
         self.close()
+        self._launched_at = time.perf_counter()
+        argv = ["-c", _BOOT] + (["--isolation=none"] if self.isolation == "none" else [])
+        if self.keep_warm > 0:
+            home = tempfile.gettempdir()
+            reached = warm.connect(self.python, [self.python, "-I", *argv], clean_env(home), self.isolation, self.keep_warm)
+            if reached is not None:
+                self._sock, self._reused = reached
+                self._sock.setblocking(True)
+                self._open(self._sock.fileno(), self._sock.fileno())
+                return
         self._home = tempfile.mkdtemp(prefix="review-copies-worker-")
         # The zygote's temp dir lives here and a probe runs as its own uid: without
         # search permission, absolute paths into the probe's own directory fail.
         os.chmod(self._home, 0o711)
-        boot = "from review_copies.sandbox.worker.zygote import main; main()"
-        argv = [self.python, "-I", "-c", boot] + (["--isolation=none"] if self.isolation == "none" else [])
-        self._launched_at = time.perf_counter()
         try:
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                [self.python, "-I", *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env=clean_env(self._home), cwd=self._home, start_new_session=True, close_fds=True,
             )
         except OSError as exc:
             self._proc = None
             raise SandboxUnavailable(f"cannot start {self.python}: {exc.strerror}") from None
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._reused = False
+        self._open(self._proc.stdout.fileno(), self._proc.stdin.fileno())
+
+    def _open(self, read_fd: int, write_fd: int) -> None:
+        self._read_fd, self._write_fd = read_fd, write_fd
         self._ready = False
         self._outbox = queue.Queue()
         # Requests are written by a thread of their own: a large request and a large
         # answer in flight at once would otherwise block both processes on full pipes.
-        self._writer = threading.Thread(target=self._write_loop, args=(self._proc, self._outbox), daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, args=(write_fd, self._outbox), daemon=True)
         self._writer.start()
 
     def start(self) -> WorkerInfo:
@@ -131,15 +160,22 @@ class Sandbox:
             return self.info
         if not self.alive:
             self.launch()
-        assert self._proc is not None and self._proc.stdout is not None
         try:
-            hello = protocol.decode(protocol.Hello, protocol.read_frame(self._proc.stdout.fileno(), ANSWER_CAP, time.monotonic() + self.start_timeout))
-        except (protocol.FrameError, protocol.MessageError) as exc:
-            self.close()
+            hello = protocol.decode(protocol.Hello, protocol.read_frame(self._read_fd, ANSWER_CAP, time.monotonic() + self.start_timeout))
+        except (protocol.FrameError, protocol.MessageError, OSError) as exc:
+            kept_warm = self._sock is not None
+            self.close(graceful=False)
+            if kept_warm:
+                # The kept-warm worker went away: this review starts one of its own.
+                self.keep_warm, keep = 0.0, self.keep_warm
+                try:
+                    return self.start()
+                finally:
+                    self.keep_warm = keep
             raise SandboxUnavailable(f"the sandbox worker did not start ({exc}); is torch installed for {self.python}?") from None
         self.info = WorkerInfo(
             torch=hello.torch, cuda=hello.cuda, caps=hello.caps, isolation=hello.caps.describe(),
-            import_seconds=hello.import_seconds, start_seconds=time.perf_counter() - self._launched_at,
+            import_seconds=hello.import_seconds, start_seconds=time.perf_counter() - self._launched_at, reused=self._reused,
         )
         self._ready = True
         self._protect_secrets()
@@ -157,9 +193,7 @@ class Sandbox:
                 pass
 
     @staticmethod
-    def _write_loop(proc: subprocess.Popen[bytes], outbox: queue.Queue[bytes | None]) -> None:
-        assert proc.stdin is not None
-        fd = proc.stdin.fileno()
+    def _write_loop(fd: int, outbox: queue.Queue[bytes | None]) -> None:
         while (data := outbox.get()) is not None:
             try:
                 view = memoryview(data)
@@ -184,8 +218,7 @@ class Sandbox:
         When the worker dies or hangs, every probe in flight is answered with the failure."""
         if not self._pending:
             return None
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
+        fd = self._read_fd
         stuck = min(self._pending.values())
         wait_until = stuck if until is None else min(until, stuck)
         ready, _, _ = select.select([fd], [], [], max(0.0, wait_until - time.monotonic()))
@@ -231,13 +264,25 @@ class Sandbox:
 
     def close(self, graceful: bool = True) -> None:
         """Stop the worker: asked to exit (it kills its probes in flight), killed if it does
-        not, or at once when `graceful` is off (it failed)."""
+        not, or at once when `graceful` is off (it failed). A kept-warm worker is only
+        left: it stops this review's probes and waits for the next review."""
         proc, self._proc = self._proc, None
+        sock, self._sock = self._sock, None
         outbox, self._outbox = self._outbox, None
+        if outbox is not None:
+            if self._ready and graceful:
+                outbox.put(protocol.frame({"op": "exit"}))
+            outbox.put(None)
+        writer, self._writer = self._writer, None
+        if sock is not None:
+            if writer is not None:
+                writer.join(timeout=1)  # the exit request goes out first
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # ends a write the writer may still be blocked in
+            if writer is not None:
+                writer.join(timeout=2)
+            sock.close()
         if proc is not None:
-            if outbox is not None:
-                outbox.put(protocol.frame({"op": "exit"}) if self._ready else None)
-                outbox.put(None)
             try:
                 # Probes in flight are killed by the worker on exit; a worker that is still
                 # importing torch has nothing to finish.
@@ -249,7 +294,6 @@ class Sandbox:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            writer, self._writer = self._writer, None
             if writer is not None:
                 writer.join(timeout=2)
             # The writer thread writes to stdin's fd number: closed only once it is done.
@@ -259,6 +303,7 @@ class Sandbox:
                     stream.close()
         self._ready = False
         self._pending = {}
+        self._read_fd = self._write_fd = -1
         if self._home:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None

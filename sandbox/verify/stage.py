@@ -30,17 +30,19 @@ class SandboxStage:
     sandbox seconds (None: no cap); `files` are the repository's, where callers of a
     function are found; `cache_dir` keeps verdicts across runs (None: no cache); `sandbox`
     lets a caller reuse one warm worker (it is then the caller's to close); `parallel` is
-    how many probes run at once (None: one per core)."""
+    how many probes run at once (None: one per core); `keep_warm` is how long the worker
+    waits for the next review (0: it ends with this one)."""
 
     def __init__(
         self, device: str, stderr: IO[str], *, limits: Limits | None = None, sandbox: Sandbox | None = None,
         files: RepoFiles | None = None, budget: float | None = DEFAULT_SANDBOX_BUDGET, cache_dir: Path | None = None, parallel: int | None = None,
+        keep_warm: float = 0.0,
     ) -> None:
         self.parallel = parallel
         self.device = device
         self.stderr = stderr
         self.owned = sandbox is None
-        self.sandbox = sandbox or Sandbox(limits)
+        self.sandbox = sandbox or Sandbox(limits, keep_warm=keep_warm)
         self.files = files
         self.budget = budget
         self.cache_dir = cache_dir
@@ -90,7 +92,8 @@ class SandboxStage:
         elif outcome.started or info.torch:
             isolation = info.isolation
             stats = replace(stats, network=isolation.network, filesystem=isolation.filesystem, processes=isolation.processes, proc=isolation.proc,
-                            devices=", ".join(outcome.devices) or "none", torch=info.torch)
+                            devices=", ".join(outcome.devices) or "none", torch=info.torch,
+                            worker="kept warm by an earlier review" if info.reused else f"started in {info.start_seconds:.1f} s")
         else:
             stats = replace(stats, network="not started: every verdict came from the cache", devices=", ".join(outcome.devices) or "none")
         return replace(report, findings=kept, dropped=dropped, stats=replace(report.stats, sandbox=stats))

@@ -1,8 +1,7 @@
-"""The warm worker: imports torch once, then forks one isolated child per probe.
+"""The warm worker: imports torch once (`warm`), then forks isolated probe processes,
+several at once; `worker.serve` brings it requests and takes its answers.
 
-Started by `sandbox.client` with a clean environment. It reads requests on fd 0 and
-answers on fd 1 (frames of `sandbox.protocol`); anything else it or torch prints goes
-to stderr. It never runs a torch op and never touches CUDA: a fork after a parallel
+Started by `verify.client` with a clean environment. It never runs a torch op and never touches CUDA: a fork after a parallel
 op hangs the child, and a fork after CUDA initialised cannot use CUDA. CUDA probes are
 forked for isolation, then exec a fresh interpreter (`sandbox.cudachild`).
 
@@ -18,7 +17,6 @@ import contextlib
 import gc
 import json
 import os
-import select
 import shutil
 import signal
 import sys
@@ -55,7 +53,7 @@ def _cuda_present(torch: Any) -> bool:
 
 
 @dataclass
-class _Running:
+class Running:
     """A probe in flight: its monitor's pid, its pipes, what it has said so far."""
 
     request: protocol.ProbeRequest
@@ -84,6 +82,7 @@ class _Running:
 
 class Zygote:
     def __init__(self, isolation: str) -> None:
+        """What isolation this machine allows; `warm` imports torch."""
         self.root = tempfile.mkdtemp(prefix="review-copies-sandbox-")
         os.chmod(self.root, 0o711)  # a probe running as its own uid must reach its directory
         self.need = _need_paths()
@@ -91,6 +90,10 @@ class Zygote:
             self.caps = protocol.Capabilities(problems=["namespaces turned off by the caller"])
         else:
             self.caps = isolate.detect(self.need, self.root)
+        self.import_seconds = 0.0
+        self.cuda = False
+
+    def warm(self) -> None:
         started = time.perf_counter()
         import torch
 
@@ -107,8 +110,6 @@ class Zygote:
         # sight, a probe's gc.collect() (the retention checks make several) scans only what
         # the probe made, not torch's hundreds of thousands of objects (0.3 s a call).
         gc.freeze()
-
-        self.warm_seconds = time.perf_counter() - started
         self.cuda = _cuda_present(torch)
 
     def hello(self) -> protocol.Hello:
@@ -122,8 +123,8 @@ class Zygote:
         PID namespaces a probe's leftovers are found by its uid, which all probes share."""
         return self.caps.namespaces or not self.caps.uid_drop
 
-    def launch(self, request: protocol.ProbeRequest) -> _Running | protocol.ProbeAnswer:
-        """Fork the probe's monitor; the answer comes later, through `_Running`."""
+    def launch(self, request: protocol.ProbeRequest) -> Running | protocol.ProbeAnswer:
+        """Fork the probe's monitor; the answer comes later, through `Running`."""
         if self.torch.cuda.is_initialized():
             return protocol.ProbeAnswer(ok=False, error="CUDA was initialised in the worker; refusing to fork", id=request.id)
         cuda = request.device == "cuda"
@@ -140,9 +141,9 @@ class Zygote:
             self._monitor(request, request.limits, cuda, workdir, result_w, err_w)
         os.close(result_w)
         os.close(err_w)
-        return _Running(request, pid, result_r, err_r, workdir, started, started + request.limits.wall_seconds)
+        return Running(request, pid, result_r, err_r, workdir, started, started + request.limits.wall_seconds)
 
-    def read(self, run: _Running, fd: int) -> None:
+    def read(self, run: Running, fd: int) -> None:
         """One chunk from a probe's result or stderr pipe."""
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -150,20 +151,20 @@ class Zygote:
         elif fd == run.result_r:
             run.data += chunk
             if len(run.data) > run.request.limits.output_bytes + protocol.HEADER.size:
-                self._kill(run.pid)
+                self.kill(run.pid)
                 run.answer = protocol.ProbeAnswer(ok=False, error=f"output over the {run.request.limits.output_bytes}-byte cap", limit="output", stderr=_tail(run.err))
         else:
             run.err += chunk
             del run.err[: max(0, len(run.err) - STDERR_TAIL)]
 
-    def finish(self, run: _Running) -> protocol.ProbeAnswer:
+    def finish(self, run: Running) -> protocol.ProbeAnswer:
         """The answer of a probe whose pipes closed, that went over a limit or past its
         wall clock; its processes are reaped and its directory removed."""
         limits = run.request.limits
         try:
             answer = run.answer
             if answer is None and time.monotonic() >= run.deadline and run.open_fds:
-                self._kill(run.pid)
+                self.kill(run.pid)
                 answer = protocol.ProbeAnswer(ok=False, error=f"stopped at the wall-clock limit of {limits.wall_seconds:g} s", limit="wall", stderr=_tail(run.err))
             if answer is None:
                 answer = self._answer(bytes(run.data), self._wait(run.pid, run.deadline), run.err, limits)
@@ -192,16 +193,16 @@ class Zygote:
             if done:
                 return status
             if time.monotonic() > deadline:
-                self._kill(pid)
+                self.kill(pid)
                 return None
             time.sleep(0.002)
 
-    def _kill(self, pid: int) -> None:
+    def kill(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
 
     def _reap(self, pid: int) -> None:
-        self._kill(pid)
+        self.kill(pid)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
         if not self.caps.namespaces and self.caps.uid_drop and self.caps.probe_uid is not None:
@@ -310,70 +311,3 @@ def _death(status: int | None, limits: protocol.Limits) -> str:
             return f"killed by {name} (CPU-time limit of {limits.cpu_seconds} s, or out of memory)"
         return f"killed by {name}"
     return f"exited with status {code} without an answer"
-
-
-def main() -> None:
-    isolation = "none" if "--isolation=none" in sys.argv else "auto"
-    channel_in, channel_out = os.dup(0), os.dup(1)
-    os.dup2(2, 1)  # stray prints must not corrupt the channel
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    isolate.set_dumpable(False)
-    zygote = Zygote(isolation)
-    protocol.write_frame(channel_out, zygote.hello())
-    serve(zygote, channel_in, channel_out)
-    shutil.rmtree(zygote.root, ignore_errors=True)
-
-
-def serve(zygote: Zygote, channel_in: int, channel_out: int) -> None:
-    """Requests in, answers out, in the order probes finish: several probes run at once
-    (the reviewer decides how many it sends before it waits)."""
-    running: list[_Running] = []
-    waiting: list[protocol.ProbeRequest] = []
-    reading = True
-    while reading or running or waiting:
-        while waiting and (not running or zygote.parallel):
-            launched = zygote.launch(waiting.pop(0))
-            if isinstance(launched, protocol.ProbeAnswer):
-                protocol.write_frame(channel_out, launched)
-            else:
-                running.append(launched)
-        fds = [channel_in] if reading else []
-        fds += [fd for run in running for fd in run.open_fds]
-        timeout = max(0.0, min(run.deadline for run in running) - time.monotonic()) if running else None
-        ready, _, _ = select.select(fds, [], [], timeout) if fds else ([], [], [])
-        if channel_in in ready:
-            reading = _take(channel_in, channel_out, waiting)
-            if not reading:
-                for run in running:
-                    zygote._kill(run.pid)
-                waiting.clear()
-        for run in running:
-            for fd in [fd for fd in ready if fd in run.open_fds]:
-                zygote.read(run, fd)
-        for run in [r for r in running if r.done()]:
-            running.remove(run)
-            answer = zygote.finish(run)
-            if reading:
-                protocol.write_frame(channel_out, answer)
-
-
-def _take(channel_in: int, channel_out: int, waiting: list[protocol.ProbeRequest]) -> bool:
-    """Read one request; False when the reviewer is gone or says exit."""
-    try:
-        request = protocol.read_frame(channel_in, REQUEST_CAP)
-    except protocol.FrameError:
-        return False
-    if request.get("op") == "exit":
-        return False
-    try:
-        waiting.append(protocol.decode(protocol.ProbeRequest, request.get("request")))
-    except Exception as exc:  # the worker must outlive any request it cannot read
-        given = request.get("request")
-        ident = given.get("id") if isinstance(given, dict) and isinstance(given.get("id"), int) else 0
-        protocol.write_frame(channel_out, protocol.ProbeAnswer(ok=False, error=f"worker error: {type(exc).__name__}: {exc}", id=ident))
-    return True
-
-
-if __name__ == "__main__":
-    main()
