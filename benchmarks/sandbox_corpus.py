@@ -23,7 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from sandbox_cases import CASES  # noqa: E402
 from sandbox_helpers import finding  # noqa: E402
 
-from review_copies.review.engine import FileJob, review_file  # noqa: E402
+from review_copies.review.engine import example_job, review_file  # noqa: E402
 from review_copies.rules import all_rules  # noqa: E402
 from review_copies.sandbox.verify.client import Sandbox  # noqa: E402
 from review_copies.sandbox.verify.verifier import Verifier  # noqa: E402
@@ -37,7 +37,7 @@ def labeled() -> list[tuple[str, str, object, str]]:
         out.append((c.name, c.label, f, text))
     for rule in all_rules():
         for i, example in enumerate(rule.INVALID):
-            result = review_file(FileJob(f"{rule.code}_{i}.py", example.source, None, (rule.code,)))
+            result = review_file(example_job(f"{rule.code}_{i}.py", example.source, example.base, (rule.code,)))
             for f in result.findings:
                 if f.line <= example.line <= f.end_line:
                     out.append((f"{rule.code}-invalid-{i}", "tp", f, example.source))

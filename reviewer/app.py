@@ -36,7 +36,9 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
         stages.append(SandboxStage(
             settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir, keep_warm=settings.sandbox_keep_warm,
         ))
-    options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline)
+    # The index's facts are cached where the other caches are (never in the reviewed repository).
+    index_cache = resolve_cache_dir(None, "index", "index", config_root(settings.change), dict(os.environ))
+    options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline, index_cache=str(index_cache) if index_cache else None)
     return review(changeset, options, stages), rules
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from review_copies.review import fixes
-from review_copies.review.engine import FileJob, review_file
+from review_copies.review.engine import example_job, review_file
 from review_copies.rules import Invalid, Rule, all_rules
 
 CASES = [
@@ -16,15 +16,15 @@ CASES = [
 ]
 
 
-def _findings(rule: type[Rule], source: str):
-    result = review_file(FileJob(path="example.py", text=source, changed=None, rule_codes=(rule.code,)))
+def _findings(rule: type[Rule], source: str, base: str | None = None):
+    result = review_file(example_job("example.py", source, base, (rule.code,)))
     assert not result.notes, result.notes
     return result.findings
 
 
 @pytest.mark.parametrize(("rule", "kind", "index", "case"), CASES)
 def test_example(rule: type[Rule], kind: str, index: int, case) -> None:
-    found = _findings(rule, case.source)
+    found = _findings(rule, case.source, case.base)
     if kind == "valid":
         assert found == [], f"{rule.code} flagged valid code: {[f.message for f in found]}"
         return
@@ -41,7 +41,7 @@ def test_example(rule: type[Rule], kind: str, index: int, case) -> None:
     fixed = fixes.apply(case.source, finding.suggestion)
     assert fixed == case.fixed
     # The fix makes this finding go away.
-    after = [f for f in _findings(rule, fixed) if f.line == finding.line]
+    after = [f for f in _findings(rule, fixed, case.base) if f.line == finding.line]
     assert after == [], f"the fix did not silence the rule: {[f.message for f in after]}"
 
 

@@ -8,6 +8,7 @@ import re
 
 import libcst as cst
 
+from review_copies.analysis.change import FunctionChange
 from review_copies.analysis.context import State
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.facts import is_module_class
@@ -122,9 +123,13 @@ def analyze_function(file: ParsedFile, scope: Scope, class_attrs: State | None =
     return FileAnalysis(file).function(scope, class_attrs)
 
 
-def analyze_file(file: ParsedFile, lines: frozenset[int] | None = None) -> list[FunctionFlow]:
+def analyze_file(
+    file: ParsedFile, lines: frozenset[int] | None = None, changes: dict[str, FunctionChange] | None = None, index: object = None,
+) -> list[FunctionFlow]:
     """The flows of every function touching `lines` (all when None) and of the module body
-    when it does. Methods are analysed after their class's __init__, whose attributes they see."""
+    when it does. Methods are analysed after their class's __init__, whose attributes they see.
+    `changes` (from `analysis.change`) says what the change did to each function; `index`
+    is the repository's (`index.RepoIndex`), handed to the rules."""
     analysis = FileAnalysis(file)
     functions = [s for s in file.scopes if s.kind in ("function", "method")]
     if lines is None:
@@ -151,4 +156,7 @@ def analyze_file(file: ParsedFile, lines: frozenset[int] | None = None) -> list[
     flows.sort(key=lambda f: f.scope.start if f.scope else 0)
     if module_body:
         flows.append(analysis.module_body())
+    for flow in flows:
+        flow.change = (changes or {}).get(flow.name)
+        flow.index = index
     return flows

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
+from review_copies.analysis.change import FunctionChange
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.values import UNKNOWN, Value
 
@@ -145,6 +147,11 @@ class FunctionFlow:
     saved: list[Saved] = field(default_factory=list)
     in_module_class: bool = False
     final_state: dict[str, Value] = field(default_factory=dict)
+    # What the reviewed change did to this function, when its base version is known.
+    change: FunctionChange | None = None
+    # The repository around the file (`index.RepoIndex`), for rules that ask about other
+    # functions and classes; None when reviewing without one.
+    index: Any = None
 
     @property
     def name(self) -> str:

@@ -133,8 +133,12 @@ def _invalid_example(book: PromptBook, rule: type[Rule], case: Invalid) -> str:
 
 
 def rule_examples(book: PromptBook, rule: type[Rule]) -> list[str]:
-    """One flagged example (one with a fix if the rule has it) and one the rule leaves alone."""
-    out = []
+    """One flagged example (one with a fix if the rule has it) and one the rule leaves alone.
+    Rules that read the change (`Rule.follows_change`) have none: their examples only make
+    sense beside the base version, which the model is not shown."""
+    out: list[str] = []
+    if rule.follows_change:
+        return out
     invalid = next((c for c in rule.INVALID if c.fix is not None), rule.INVALID[0] if rule.INVALID else None)
     if invalid is not None:
         out.append(_invalid_example(book, rule, invalid))

@@ -7,20 +7,25 @@ out over a process pool.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import libcst as cst
 
 from review_copies.analysis.analyze import analyze_file
+from review_copies.analysis.change import FunctionChange, compare
 from review_copies.analysis.events import FunctionFlow
 from review_copies.analysis.parse import ParsedFile, SourceProblem, mentions_torch, parse
+from review_copies.index.repo import RepoIndex
 from review_copies.model.findings import Finding, Note
 from review_copies.review import fixes
 from review_copies.review.hunks import TensorHunk, tensor_hunks, tensor_lines
 from review_copies.review.suppression import directives, is_suppressed
-from review_copies.rules import Hit, Rule, rule_by_code
+from review_copies.rules import Hit, Rule, all_rules, rule_by_code
+from review_copies.source.tree import RepoFiles
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,24 @@ class FileJob:
     changed: frozenset[int] | None
     rule_codes: tuple[str, ...]
     want_hunks: bool = False
+    # The file before the change (None: new, whole-file review, or not available).
+    base: str | None = None
+    # The rest of the repository, and where its index caches facts.
+    repo: RepoFiles | None = None
+    index_cache: str | None = None
+
+
+def example_job(path: str, text: str, base: str | None, rule_codes: tuple[str, ...]) -> FileJob:
+    """A job for one file reviewed whole, or, with `base`, as the change from `base` to
+    `text` (the lines difflib says differ): how rule examples are run."""
+    if base is None:
+        return FileJob(path, text, None, rule_codes)
+    old, new = base.splitlines(), text.splitlines()
+    changed = set()
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            changed.update(range(j1 + 1, j2 + 1))
+    return FileJob(path, text, frozenset(changed), rule_codes, base=base)
 
 
 @dataclass
@@ -73,8 +96,9 @@ def _review_file(job: FileJob) -> FileResult:
     want_hunks = job.want_hunks or job.changed is not None
     if not rules and not want_hunks:
         return result
-    flows = analyze_file(parsed, job.changed)
-    findings = [f for rule in rules for f in _run_rule(rule, flows, parsed, job.changed)]
+    index = RepoIndex(job.repo, Path(job.index_cache) if job.index_cache else None, here=(job.path, job.text))
+    flows = analyze_file(parsed, job.changed, _changes(job, parsed), index)
+    findings = _merge_change_findings([f for rule in rules for f in _run_rule(rule, flows, parsed, job.changed)])
     table = directives(job.text) if findings else {}
     kept = [f for f in findings if not is_suppressed(f, table)]
     result.suppressed = len(findings) - len(kept)
@@ -83,6 +107,17 @@ def _review_file(job: FileJob) -> FileResult:
         changed = sorted(job.changed) if job.changed is not None else list(range(1, len(parsed.lines) + 1))
         result.hunks = tensor_hunks(parsed, changed, tensor_lines(flows))
     return result
+
+
+def _changes(job: FileJob, parsed: ParsedFile) -> dict[str, FunctionChange] | None:
+    """What the change did to each changed function, from the file's base version."""
+    if job.base is None or job.changed is None:
+        return None
+    try:
+        before = parse(job.path, job.base)
+    except SourceProblem:
+        return None  # the base did not parse: the new version is reviewed on its own
+    return compare(parsed, before, job.changed)
 
 
 def _run_rule(rule: type[Rule], flows: Sequence[FunctionFlow], parsed: ParsedFile, changed: frozenset[int] | None) -> list[Finding]:
@@ -129,6 +164,22 @@ def to_finding(rule: type[Rule], hit: Hit, parsed: ParsedFile, changed: frozense
         probe=hit.probe,
         claims=hit.claims,
     )
+
+
+def _merge_change_findings(findings: list[Finding]) -> list[Finding]:
+    """A finding of a rule that reads the change (`Rule.follows_change`) on the lines of
+    another rule's finding of the same category becomes one sentence of that finding: what
+    the change dropped is the strongest part of the story, the other rule already tells it."""
+    following = {r.code for r in all_rules() if r.follows_change}
+    out = [f for f in findings if f.rule not in following]
+    for extra in (f for f in findings if f.rule in following):
+        same = next((i for i, f in enumerate(out) if f.category is extra.category and f.line <= extra.end_line and extra.line <= f.end_line and f.rule not in following), None)
+        if same is None:
+            out.append(extra)
+            continue
+        first = extra.message.split(": ", 1)[0]
+        out[same] = replace(out[same], message=f"{out[same].message} {first}.")
+    return out
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

@@ -34,6 +34,8 @@ class StaticOptions:
     exclude: tuple[str, ...] = ()
     want_hunks: bool = False
     workers: int = 0  # 0: one per core
+    # Where the repository index caches what it read (None: no cache).
+    index_cache: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,20 @@ def _jobs(changeset: ChangeSet, options: StaticOptions, tally: _Tally, notes: li
             continue
         tally.python_files += 1
         tally.hunks += len(change.hunks) if not change.whole_file else 1
-        yield FileJob(change.path, text, change.changed_lines, codes, options.want_hunks)
+        yield FileJob(change.path, text, change.changed_lines, codes, options.want_hunks, _base(changeset, change), changeset.files, options.index_cache)
+
+
+def _base(changeset: ChangeSet, change: Change) -> str | None:
+    """The file before the change, for comparing a function with its earlier self."""
+    if changeset.base is None or change.changed_lines is None:
+        return None
+    data = changeset.base.read(change)
+    if data is None:
+        return None
+    try:
+        return decode_source(data)
+    except SourceProblem:
+        return None
 
 
 def _run_serial(jobs: Iterable[FileJob]) -> Iterator[tuple[FileJob, FileResult]]:

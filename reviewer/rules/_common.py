@@ -1,14 +1,17 @@
-"""Fixes more than one category offers: make the binding of an alias a copy, or write an
-in-place statement out of place."""
+"""What more than one category needs: fixes that make the binding of an alias a copy or
+write an in-place statement out of place, and what the reviewed change dropped from a
+statement (from `analysis.change`), with the fix that puts it back."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Write
+from review_copies.analysis.change import Dropped
+from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.rewrite import atom, kwarg, method, out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name
+from review_copies.analysis.syntax import dotted as dotted_name
 
 
 def attribute_source(expr: cst.BaseExpression) -> bool:
@@ -29,3 +32,66 @@ def copy_at_binding(bind: Bind | None, ndarray: bool = False) -> tuple[cst.CSTNo
 
 def write_fix(write: Write, bind: Bind | None, ndarray: bool = False) -> tuple[cst.CSTNode, cst.CSTNode] | None:
     return copy_at_binding(bind, ndarray) or out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor")
+
+
+# ------------------------------------------------------------- what the change dropped
+
+
+def dropped_at(flow: FunctionFlow, line: int, kinds: tuple[str, ...]) -> list[Dropped]:
+    """Protections of `kinds` the reviewed change took off the statement at `line`."""
+    if flow.change is None:
+        return []
+    return [d for d in flow.change.dropped_at(line) if d.what in kinds]
+
+
+def dropped_words(dropped: list[Dropped]) -> str:
+    """"the `.detach()`" or "the `.detach()` and `.cpu()`", as a message says it."""
+    names = [f"`{d.what.rstrip(':')}`" if not d.what.endswith("(...)") else f"`{d.what}`" for d in dropped]
+    return "the " + " and ".join(dict.fromkeys(names))
+
+
+def restore(stmt: cst.CSTNode | None, dropped: list[Dropped]) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+    """The fix that puts the protection back: the statement as the base version wrote it
+    (the change altered nothing else in it: only protections differ)."""
+    if stmt is None or not dropped or any(d.what.startswith("with ") for d in dropped):
+        return None
+    try:
+        line = cst.parse_statement(dropped[0].before + "\n")
+    except cst.ParserSyntaxError:
+        return None
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or type(line.body[0]) is not type(stmt):
+        return None
+    return stmt, line.body[0]
+
+
+def written_through(flow: FunctionFlow, name: str, after_line: int) -> cst.CSTNode | None:
+    """The first statement after `after_line` that writes in place through `name` as
+    written (`name += ...`, `name[i] = ...`, `name.op_(...)`), whatever the analysis knows
+    of its value: for rules where the change itself says the value was a tensor."""
+    if flow.scope is None:
+        return None
+    found: list[cst.CSTNode] = []
+    file = flow.file
+
+    def through(target: cst.BaseExpression) -> bool:
+        while isinstance(target, (cst.Subscript, cst.Attribute)) and not (isinstance(target, cst.Attribute) and dotted_name(target) == name):
+            target = target.value
+        return dotted_name(target) == name
+
+    class Find(cst.CSTVisitor):
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if through(node.target) and file.line_of(node) > after_line:
+                found.append(node)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Subscript) and through(t.target) for t in node.targets) and file.line_of(node) > after_line:
+                found.append(node)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            method = func.attr.value if isinstance(func, cst.Attribute) else ""
+            if method.endswith("_") and not method.startswith("_") and through(func.value) and file.line_of(node) > after_line:  # type: ignore[attr-defined]
+                found.append(node)
+
+    flow.scope.node.visit(Find())
+    return min(found, key=file.line_of) if found else None

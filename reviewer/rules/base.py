@@ -25,29 +25,41 @@ from review_copies.model.findings import Category, Severity
 
 @dataclass(frozen=True)
 class Valid:
-    """Code the rule must stay quiet on."""
+    """Code the rule must stay quiet on. With `before`, the code is a change: `before` is
+    the file it was made from (rules that compare a function with its base version)."""
 
     code: str
     note: str = ""
+    before: str | None = None
 
     @property
     def source(self) -> str:
         return textwrap.dedent(self.code).strip("\n") + "\n"
+
+    @property
+    def base(self) -> str | None:
+        return None if self.before is None else textwrap.dedent(self.before).strip("\n") + "\n"
 
 
 @dataclass(frozen=True)
 class Invalid:
     """Code the rule must flag at `line` (1-based, in the dedented code); `fix` is the whole
-    example after the suggestion is applied, or None when no safe fix exists."""
+    example after the suggestion is applied, or None when no safe fix exists; `before` as
+    for `Valid`."""
 
     code: str
     line: int
     fix: str | None = None
     note: str = ""
+    before: str | None = None
 
     @property
     def source(self) -> str:
         return textwrap.dedent(self.code).strip("\n") + "\n"
+
+    @property
+    def base(self) -> str | None:
+        return None if self.before is None else textwrap.dedent(self.before).strip("\n") + "\n"
 
     @property
     def fixed(self) -> str | None:
@@ -87,6 +99,9 @@ class Rule:
     # the category's. `observable = False`: what the rule is about happens outside torch.
     recipes: ClassVar[tuple[str, ...]] = ()
     observable: ClassVar[bool] = True
+    # Reads what the reviewed change did (`flow.change`): silent without a base version,
+    # and second to another rule of its category on the same lines (which then says it).
+    follows_change: ClassVar[bool] = False
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         raise NotImplementedError

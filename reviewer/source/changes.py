@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -67,6 +67,8 @@ class ChangeSet:
     repo: git.Repo | None = None
     # The rest of the new version's files (the sandbox builds inputs from callers there).
     files: RepoFiles | None = None
+    # The version each file had before the change (rules compare a function before and after).
+    base: Source | None = None
 
 
 # --------------------------------------------------------------------------- sources
@@ -99,6 +101,19 @@ class RevisionSource:
 
 
 @dataclass(frozen=True)
+class BaseRevisionSource:
+    """The version before the change: the file under its old name at the base commit."""
+
+    repo: git.Repo
+    commit: str
+
+    def read(self, change: Change) -> bytes | None:
+        if change.old_path is None or change.status == "added":
+            return None
+        return RevisionSource(self.repo, self.commit).read(Change(change.old_path, change.old_path, "unchanged"))
+
+
+@dataclass(frozen=True)
 class DiffSource:
     """The new file for a change read from a diff: the working tree if it already holds the
     new version, else the old version in the working tree with the hunks applied, else (a new
@@ -120,6 +135,24 @@ class DiffSource:
         if change.old_path is None:
             return _apply(b"", change.hunks)
         return None
+
+
+@dataclass(frozen=True)
+class DiffBaseSource:
+    """The version before a diff: the working tree's old file when it still holds it, else
+    the new file with the hunks taken back out."""
+
+    root: Path | None
+
+    def read(self, change: Change) -> bytes | None:
+        if change.old_path is None or self.root is None:
+            return None
+        current = read_inside(self.root, change.old_path)
+        if current is None:
+            return None
+        if _holds_new_side(current, change.hunks):
+            return _unapply(current, change.hunks)
+        return current
 
 
 def _split(data: bytes) -> list[bytes]:
@@ -159,6 +192,15 @@ def _apply(old: bytes, hunks: Sequence[Hunk]) -> bytes | None:
                 out.append(text)
     out.extend(lines[pos:])
     return b"".join(line + b"\n" for line in out)
+
+
+def _unapply(new: bytes, hunks: Sequence[Hunk]) -> bytes | None:
+    """The old file from the new one: each hunk's added lines out, its removed lines back."""
+    reverse = []
+    for hunk in hunks:
+        body = tuple((b"-" if line[:1] == b"+" else b"+" if line[:1] == b"-" else line[:1]) + line[1:] for line in hunk.body)
+        reverse.append(replace(hunk, old_start=hunk.new_start, old_count=hunk.new_count, new_start=hunk.old_start, new_count=hunk.old_count, body=body))
+    return _apply(new, reverse)
 
 
 # ----------------------------------------------------------------------------- git
@@ -354,7 +396,8 @@ def _from_working_tree(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
         yield from _untracked(repo, specs)
 
     what = "the working tree against HEAD" if against == "HEAD" else "the working tree (no commits yet)"
-    return ChangeSet(root, what, stream(), WorkingTreeSource(root), repo, _working_files(repo, root))
+    base = BaseRevisionSource(repo, resolve_commit(repo, "HEAD")) if against == "HEAD" else None
+    return ChangeSet(root, what, stream(), WorkingTreeSource(root), repo, _working_files(repo, root), base)
 
 
 def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
@@ -367,7 +410,8 @@ def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
         parents = repo.commit(head).parents
         base_point = parents[0].hexsha if parents else EMPTY_TREE
         desc = f"{req.head} against its first parent"
-        return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [base_point, head], specs, False), RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head))
+        base = BaseRevisionSource(repo, base_point) if parents else None
+        return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [base_point, head], specs, False), RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head), base)
     base = resolve_commit(repo, req.base)
     if head is None:
         root = _working_root(repo)
@@ -380,10 +424,11 @@ def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
             yield from _untracked(repo, specs)
 
         desc = f"the working tree against {req.base} (merge base {point[:12]})"
-        return ChangeSet(root, desc, stream(), WorkingTreeSource(root), repo, _working_files(repo, root))
+        return ChangeSet(root, desc, stream(), WorkingTreeSource(root), repo, _working_files(repo, root), BaseRevisionSource(repo, point))
     point = merge_base(repo, base, head)
     desc = f"{req.head} against {req.base} (merge base {point[:12]})"
-    return ChangeSet(_root_or_none(repo), desc, _diff_changes(repo, [point, head], specs, req.all), RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head))
+    changes = _diff_changes(repo, [point, head], specs, req.all)
+    return ChangeSet(_root_or_none(repo), desc, changes, RevisionSource(repo, head), repo, RevisionFiles(repo.git_dir, head), BaseRevisionSource(repo, point))
 
 
 def _working_files(repo: git.Repo, root: Path) -> WorkingFiles:
@@ -409,7 +454,7 @@ def _from_diff_file(req: ChangeSpec, stdin: BinaryIO | None) -> ChangeSet:
     name = "standard input" if req.diff == "-" else req.diff
     # The working tree stands for the new version's other files (the diff holds only its own).
     files = _working_files(repo, root) if repo is not None and root is not None else None
-    return ChangeSet(root, f"the diff in {name}", changes(), DiffSource(root), repo, files)
+    return ChangeSet(root, f"the diff in {name}", changes(), DiffSource(root), repo, files, DiffBaseSource(root))
 
 
 def _relative_filter(raw: str, root: Path | None) -> str:

@@ -240,6 +240,8 @@ class InplaceOnArgument(Rule):
             if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]):
                 continue
             arg = owned[0]
+            if flow.change is not None and arg in flow.change.base_writes:
+                continue  # the base version wrote it in place already: that is the function's contract
             writer = name_of(write.target_node)
             if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
                 continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point

@@ -1,0 +1,95 @@
+"""The index of a repository, asked lazily: a question about a class or a function reads
+only the files that mention it (found with `git grep`), and each file's facts are cached
+on disk by the hash of its content, so a re-run, or a review of another commit that left
+the file alone, costs a lookup. Deterministic: files are read in path order, and when two
+files define the same name the answer must hold for all of them."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from review_copies.index.facts import Facts, file_facts
+from review_copies.source.tree import RepoFiles
+
+# Bump when the facts' meaning changes.
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A method that keeps one of its arguments past the call."""
+
+    path: str
+    cls: str
+    method: str
+    param: str
+    attr: str
+    line: int
+    how: str  # "accumulates" | "stores"
+
+
+@dataclass
+class RepoIndex:
+    files: RepoFiles | None
+    cache_dir: Path | None = None
+    # This file's own text (the new version), asked first and never read from the repository.
+    here: tuple[str, str] | None = None
+    _facts: dict[str, Facts] = field(default_factory=dict)
+
+    def facts(self, path: str) -> Facts | None:
+        if path in self._facts:
+            return self._facts[path]
+        text = self.here[1] if self.here is not None and path == self.here[0] else (self.files.read(path) if self.files is not None else None)
+        if text is None:
+            return None
+        facts = self._cached(text)
+        self._facts[path] = facts
+        return facts
+
+    def _cached(self, text: str) -> Facts:
+        key = hashlib.sha256(f"{INDEX_VERSION}\0{text}".encode()).hexdigest()
+        path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
+        if path is not None:
+            with contextlib.suppress(OSError, ValueError):
+                return json.loads(path.read_text(encoding="utf-8"))
+        facts = file_facts(text)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump(facts, handle)
+                os.replace(tmp, path)
+        return facts
+
+    def _paths(self, word: str) -> list[str]:
+        here = [self.here[0]] if self.here is not None and word in self.here[1] else []
+        others = self.files.mentioning(word) if self.files is not None else []
+        return here + [p for p in others if not self.here or p != self.here[0]]
+
+    def keeps(self, cls: str, method: str, position: int | None, keyword: str | None) -> Kept | None:
+        """Whether `cls.method` keeps the argument at `position` (after `self`) or passed as
+        `keyword`: every class of that name in the repository must (None otherwise)."""
+        found: list[Kept] = []
+        for path in self._paths(f"class {cls}"):
+            facts = self.facts(path)
+            info: dict[str, Any] | None = (facts or {}).get("classes", {}).get(cls)
+            if info is None:
+                continue
+            fn = info["methods"].get(method)
+            if fn is None:
+                return None
+            params = fn["params"][1:]
+            param = keyword if keyword is not None else (params[position] if position is not None and position < len(params) else None)
+            kept = fn["keeps"].get(param) if param else None
+            if kept is None:
+                return None
+            found.append(Kept(path, cls, method, param, kept[0], kept[1], kept[2]))
+        return found[0] if found else None

@@ -1,0 +1,186 @@
+"""RC112 change-writes-argument."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from review_copies.analysis.events import FunctionFlow
+from review_copies.analysis.queries.intent import declares_mutation, is_mutating_function, registered_op, state_like
+from review_copies.analysis.rewrite import out_of_place
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Kind
+from review_copies.model.findings import Category, Severity
+from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+
+class ChangeWritesArgument(Rule):
+    """
+    ## What it does
+    Finds a change that makes a function write into one of its arguments in place
+    (`img.sub_(mean)`, `x /= norm`, `t[mask] = 0`) when the base version of the same
+    function never wrote that argument.
+
+    ## Why is this bad?
+    The change altered the function's contract: callers that pass a tensor and keep using
+    it afterwards now see it changed behind their back (allennlp's `Covariance` metric
+    masked the caller's predictions with `predictions *= mask`; torchmetrics' pairwise
+    cosine similarity normalised the caller's `x` with `x /= norm`). A function that
+    always wrote its argument is left alone: that was its job.
+
+    ## Example
+    ```python
+    # before the change: img = (img - mean) / std
+    def normalize(img, mean, std):
+        img.sub_(mean).div_(std)
+        return img
+    ```
+
+    ## Use instead
+    ```python
+    def normalize(img, mean, std):
+        return (img - mean) / std
+    ```
+
+    ## Fix safety
+    A plain `x += v` or `x.op_(v)` is rewritten out of place (`x = x + v`), which keeps
+    the result and leaves the caller's tensor alone; other writes get no automatic fix.
+
+    ## Known problems
+    Only direct writes through the parameter's own name are seen; a write through an
+    alias made on another line is left to RC101/RC102. Functions named for mutating
+    (`*_`, `update_*`, `reset_*`) or that take an `inplace` flag are not reported, nor a
+    module's `forward` (its input written in place is RC204's).
+    """
+
+    code = "RC112"
+    name = "change-writes-argument"
+    category = Category.ALIAS_MUTATION
+    severity = Severity.WARNING
+    prefilter = ("torch",)
+    recipes = ("input-mutation",)
+    follows_change = True
+
+    VALID = (
+        Valid(
+            """
+            import torch
+            def step_(w, g, lr):
+                w.sub_(lr * g)
+            """,
+            "named to mutate (trailing underscore)",
+            before="""
+            import torch
+            def step_(w, g, lr):
+                w.data.add_(-lr * g)
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            def clip(x, bound):
+                x.clamp_(-bound, bound)
+                return x
+            """,
+            "the base version already wrote `x` in place: writing it is the function's job",
+            before="""
+            import torch
+            def clip(x, bound):
+                x.clamp_(min=-bound)
+                x.clamp_(max=bound)
+                return x
+            """,
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            def cosine(x, y):
+                x /= x.norm(dim=1, keepdim=True)
+                y = y / y.norm(dim=1, keepdim=True)
+                return x @ y.T
+            """,
+            line=3,
+            before="""
+            import torch
+            def cosine(x, y):
+                x = x / x.norm(dim=1, keepdim=True)
+                y = y / y.norm(dim=1, keepdim=True)
+                return x @ y.T
+            """,
+            fix="""
+            import torch
+            def cosine(x, y):
+                x = x / x.norm(dim=1, keepdim=True)
+                y = y / y.norm(dim=1, keepdim=True)
+                return x @ y.T
+            """,
+            note="torchmetrics' pairwise cosine similarity, simplified",
+        ),
+    )
+
+    def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        change = flow.change
+        if change is None or change.new or flow.scope is None or not isinstance(flow.scope.node, cst.FunctionDef):
+            return
+        if is_mutating_function(flow) or declares_mutation(flow) or registered_op(flow) or _documents_in_place(flow.scope.node):
+            return
+        if flow.is_forward:
+            return  # a module's input written in place is an autograd matter (RC204), not an alias one
+        # Hits off the change's lines are dropped when placed; an unchanged line that writes
+        # the argument was in the base version too, which `base_writes` already says.
+        reported: set[str] = set()
+        for stmt, param in _writes(flow, set(flow.params)):
+            if param in reported or param in change.base_writes or state_like(param):
+                continue
+            reported.add(param)
+            where = f"`{flow.scope.name}`"
+            message = (
+                f"This change makes {where} write into its argument `{param}` (`{short_code(stmt)}`): the base version left the "
+                f"caller's tensor alone, so callers that keep using `{param}` after the call now see it changed. Use the "
+                "out-of-place op."
+            )
+            yield Hit(stmt, message, out_of_place(stmt, lambda m: api.method_returns(m) == "tensor"))
+
+
+def _documents_in_place(fn: cst.FunctionDef) -> bool:
+    doc = fn.get_docstring() or ""
+    return any(word in doc.lower() for word in ("in-place", "in place", "inplace"))
+
+
+def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode, str]]:
+    """Statements that write in place through a parameter's own name, in order."""
+    out: list[tuple[cst.CSTNode, str]] = []
+    kinds = {name: value.kind for name, value in flow.params.items()}
+
+    def tensorish(name: str) -> bool:
+        return kinds.get(name, Kind.UNKNOWN) in (Kind.TENSOR, Kind.NDARRAY, Kind.UNKNOWN)
+
+    class Find(cst.CSTVisitor):
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            literal = isinstance(node.value, (cst.List, cst.Tuple, cst.SimpleString, cst.FormattedString))
+            if isinstance(node.target, cst.Name) and node.target.value in params and tensorish(node.target.value) and not literal:
+                out.append((node, node.target.value))
+
+        def visit_Expr(self, node: cst.Expr) -> None:
+            call = node.value
+            while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+                method = call.func.attr.value
+                receiver = call.func.value
+                if isinstance(receiver, cst.Name) and receiver.value in params and method.endswith("_") and not method.startswith("_"):
+                    out.append((node, receiver.value))
+                    return
+                call = receiver
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and kinds.get(t.value.value) in (Kind.TENSOR, Kind.NDARRAY):
+                    out.append((node, t.value.value))
+
+    assert flow.scope is not None
+    flow.scope.node.visit(Find())
+    yield from sorted(out, key=lambda pair: flow.file.line_of(pair[0]))
