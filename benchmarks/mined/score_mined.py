@@ -132,10 +132,19 @@ def resolve(case: Case, mirrors: Path) -> Case:
 
 
 def _checkout(git_dir: Path, commit: str, dest: Path) -> None:
-    """The commit's tree as files (no history: the reviewer reads it as a working tree)."""
+    """The commit's Python files (no history: the reviewer reads them as a working tree).
+    Only `*.py`: fetched snapshots lack files of 4 MiB and more, which are never code."""
     dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    archive = subprocess.run(["git", "--git-dir", str(git_dir), "archive", "--format=tar", commit, "--", "*.py"], capture_output=True, check=False)
+    if archive.returncode == 0:
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    else:  # a Python file missing from the snapshot: take the others one by one
+        names = git(git_dir, "ls-tree", "-r", "--name-only", commit).splitlines()
+        for name in (n for n in names if n.endswith(".py")):
+            blob = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "blob", f"{commit}:{name}"], capture_output=True, check=False)
+            if blob.returncode == 0:
+                (dest / name).parent.mkdir(parents=True, exist_ok=True)
+                (dest / name).write_bytes(blob.stdout)
     env = {**os.environ, "GIT_AUTHOR_NAME": "m", "GIT_AUTHOR_EMAIL": "m@x", "GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@x"}
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", commit[:10]]):
         subprocess.run(["git", "-C", str(dest), *args], check=True, env=env, capture_output=True)
@@ -145,7 +154,7 @@ def _review(cli: str, repo: Path, *args: str) -> list[dict]:
     env = {**os.environ, "CI": "true"}
     env.pop("OPENAI_API_KEY", None)
     proc = subprocess.run([cli, "--repo", str(repo), "--offline", "--no-sandbox", "--format", "json", "--fail-on", "none", *args],
-                          capture_output=True, text=True, env=env, timeout=900)
+                          capture_output=True, text=True, env=env, timeout=900, cwd=repo)
     if proc.returncode != 0:
         raise RuntimeError(f"{repo}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
     return json.loads(proc.stdout)["findings"]
