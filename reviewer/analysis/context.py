@@ -61,6 +61,8 @@ class Context:
         self.scopes: tuple[cst.CSTNode, ...] = (*scope.parents, scope.node) if scope else ()
         self.module_class = module_class
         self.no_grad = 0
+        # 1 when autograd is off only because every caller in the file runs this function so.
+        self.no_grad_from_callers = 0
         self.loop_stack: list[int] = []
         self.counters = Counters()
         self.backward_names: frozenset[str] = frozenset()
@@ -106,7 +108,7 @@ class Context:
             return
         event = cls(
             node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counters.events),
-            stmt=self.current, line_node=self.current_line, **fields,  # type: ignore[call-arg]
+            stmt=self.current, line_node=self.current_line, no_grad_here=self.no_grad > self.no_grad_from_callers, **fields,  # type: ignore[call-arg]
         )
         self.flow.events.append(event)
 

@@ -31,6 +31,9 @@ class Event:
     stmt: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
     # The statement line holding it (for fixes that wrap the whole line).
     line_node: cst.CSTNode | None = field(default=None, compare=False, repr=False, kw_only=True)
+    # Autograd is off by this function's own choice (a `with torch.no_grad():` or decorator),
+    # not only because every caller runs it so: the first says a write is meant.
+    no_grad_here: bool = field(default=False, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from review_copies.analysis.context import Context, State, join_states
 from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, Return, Store, Write
 from review_copies.analysis.guesses import usage_evidence
 from review_copies.analysis.narrowing import narrow
+from review_copies.analysis.queries.callers import called_only_under_no_grad
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.syntax import bound_names, code_of, dotted, names_in, statement_bodies
@@ -34,6 +35,8 @@ class Interpreter(Context):
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
                 self.no_grad += 1
+        if not self.no_grad and self.scope is not None and called_only_under_no_grad(self.file, self.scope.name, self.scope.kind == "method"):
+            self.no_grad = self.no_grad_from_callers = 1  # a helper every caller in the file runs under no_grad
         parameters.bind(self, fn)
         self.block(list(statement_bodies(fn)))
         self.flow.final_state = dict(self.state)
@@ -188,8 +191,9 @@ class Interpreter(Context):
             value = self.ev(small.value)
             for target in small.targets:
                 key = dotted(target.target)
-                if key and value.kind is Kind.TENSOR and value.attached and key in names_in(small.value, attributes=True, into_lambdas=False):
-                    # `total = total + loss`: an accumulation written out of place.
+                if key and value.kind is Kind.TENSOR and value.attached and not value.leaf and key in names_in(small.value, attributes=True, into_lambdas=False):
+                    # `total = total + loss`: an accumulation written out of place. (A new leaf,
+                    # `nn.Parameter(f(self.w))`, holds no graph: it starts one.)
                     self.emit(Accumulate, small, name=key, value=value, value_node=small.value, before=self.state.get(key, UNKNOWN))
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):

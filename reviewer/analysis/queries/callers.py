@@ -5,6 +5,7 @@ once per file (`ParsedFile.once`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -12,7 +13,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.parse import ParsedFile
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, names_in
+from review_copies.analysis.syntax import call_method_name, dotted, names_in
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -77,6 +78,120 @@ def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
     )
 
 
+def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
+    """Every call of this function in the file either wants `arg` changed or cannot see the
+    change: it throws the result away (the function is called for what it does to its
+    arguments), passes a name it then returns itself (the caller mutates and returns in
+    turn), or passes a local it never reads again (a fresh temporary). A write into the
+    argument is then the function's job or invisible, not a change behind a caller's back."""
+    sites = passed(flow, arg)
+    if not sites:
+        return False
+    later = read_later(flow.file)
+    contexts = call_contexts(flow.file)
+    for call, value in sites:
+        site = contexts.get(call)
+        if site is None:
+            return False
+        if site.discarded:
+            continue
+        if not isinstance(value, cst.Name):
+            return False
+        if value.value in site.caller_returns:
+            continue
+        if value.value not in site.caller_params and call in later and value.value not in later[call]:
+            continue
+        return False
+    return True
+
+
+def called_only_under_no_grad(file: ParsedFile, name: str, method: bool) -> bool:
+    """Every call of the function `name` in the file runs with autograd off (inside
+    `with torch.no_grad():` or from a `@torch.no_grad()` function): its body runs so too."""
+    contexts = call_contexts(file)
+    sites = [site for call, site in contexts.items() if site.name == name and site.on_self == method]
+    return bool(sites) and all(site.no_grad for site in sites)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Where a call stands in its caller."""
+
+    name: str  # what is called: `f` for `f(...)`, `g` for `self.g(...)`
+    on_self: bool  # `self.g(...)` / `cls.g(...)`
+    discarded: bool  # the call is a statement of its own: its result is thrown away
+    no_grad: bool  # autograd is off where it runs
+    caller_params: frozenset[str]
+    caller_returns: frozenset[str]  # names the calling function returns as they are (`return x`, `return x, y`)
+
+
+_GRAD_OFF = ("no_grad", "inference_mode")
+
+
+def _turns_grad_off(expr: cst.BaseExpression) -> bool:
+    call = expr if isinstance(expr, cst.Call) else None
+    name = dotted(call.func if call is not None else expr).rpartition(".")[2]
+    if name in _GRAD_OFF:
+        return True
+    return name == "set_grad_enabled" and call is not None and bool(call.args) and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False"
+
+
+def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
+    """Every call in the file with its context, computed once per file."""
+
+    def compute() -> dict[cst.Call, CallContext]:
+        found: dict[cst.Call, CallContext] = {}
+
+        class _Contexts(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.no_grad = [0]
+                self.functions: list[tuple[frozenset[str], frozenset[str]]] = [(frozenset(), frozenset())]
+                self.statements: set[cst.Call] = set()
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                params = frozenset(p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params))
+                returned: set[str] = set()
+
+                class _Returns(cst.CSTVisitor):
+                    def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
+                        return inner is node
+
+                    def visit_Return(self, ret: cst.Return) -> None:
+                        value = ret.value
+                        elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+                        returned.update(e.value for e in elements if isinstance(e, cst.Name))
+
+                node.visit(_Returns())
+                self.functions.append((params, frozenset(returned)))
+                self.no_grad.append(1 if any(_turns_grad_off(d.decorator) for d in node.decorators) else 0)
+
+            def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+                self.functions.pop()
+                self.no_grad.pop()
+
+            def visit_With(self, node: cst.With) -> None:
+                self.no_grad[-1] += sum(_turns_grad_off(item.item) for item in node.items)
+
+            def leave_With(self, original_node: cst.With) -> None:
+                self.no_grad[-1] -= sum(_turns_grad_off(item.item) for item in original_node.items)
+
+            def visit_Expr(self, node: cst.Expr) -> None:
+                if isinstance(node.value, cst.Call):
+                    self.statements.add(node.value)
+
+            def visit_Call(self, node: cst.Call) -> None:
+                func = node.func
+                on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
+                name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+                params, returns = self.functions[-1]
+                found[node] = CallContext(name, on_self, node in self.statements, self.no_grad[-1] > 0, params, returns)
+
+        file.module.visit(_Contexts())
+        return found
+
+    return file.once("call_contexts", compute)
+
+
 def own_call_sites(flow: FunctionFlow) -> list[cst.Call]:
     """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method."""
     scope = flow.scope
@@ -137,7 +252,7 @@ def assigned_names(file: ParsedFile) -> dict[cst.Call, set[str]]:
 
 
 def read_later(file: ParsedFile) -> dict[cst.Call, frozenset[str]]:
-    """For calls that are the value of an assignment: the names that the code after that
+    """For calls that are a statement or the value of an assignment: the names that the code after that
     statement reads, in its own block, the blocks around it and (in a loop) the next
     iteration, up to the enclosing function."""
 
@@ -157,7 +272,7 @@ def _walk_block(body: Sequence[cst.CSTNode], after: frozenset[str], out: dict[cs
         later = suffix[i + 1]
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                if isinstance(small, (cst.Assign, cst.Expr)) and isinstance(small.value, cst.Call):
                     out[small.value] = later
             continue
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):

@@ -56,6 +56,13 @@ def returns_something(flow: FunctionFlow) -> bool:
     return any(e.value.kind is not Kind.NONE and e.value_node is not None for e in flow.of(Return))
 
 
+def returns_a_number(flow: FunctionFlow) -> bool:
+    """`return lam` after mixing the batch in place: the function's tensor output is the
+    argument it wrote, and its result is a number about it."""
+    kinds = {e.value.kind for e in flow.of(Return) if e.value_node is not None}
+    return Kind.SCALAR in kinds and not kinds & {Kind.TENSOR, Kind.NDARRAY, Kind.LIST, Kind.TUPLE, Kind.DICT}
+
+
 def restored(flow: FunctionFlow, write: Write) -> bool:
     """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`."""
     writes = [w for w in flow.of(Write) if w.target.roots & write.target.roots]

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.intent import deliberate_write
@@ -42,7 +42,7 @@ class WriteThroughAlias(Rule):
                 if pair.writer_bind is not None and pair.holder_bind is not None and pair.writer_bind.stmt is pair.holder_bind.stmt:
                     continue  # `d = r = torch.zeros(n)`: one buffer under two names, on purpose
                 if pair.writer_is_alias:
-                    if write.target.via not in self.VIAS or not self.accepts(flow, pair, write.target):
+                    if write.target.via not in self.VIAS or not self.accepts(flow, pair, write.target) or written_back(flow, pair):
                         continue
                     fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
                     yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
@@ -76,6 +76,15 @@ class WriteThroughAlias(Rule):
     def bind_text(pair: AliasPair) -> str:
         bind = pair.writer_bind
         return f"`{pair.writer} = {short_code(bind.expr)}` (line {bind.line})" if bind is not None and bind.expr is not None else f"`{pair.writer}`"
+
+
+def written_back(flow: FunctionFlow, pair: AliasPair) -> bool:
+    """`b = m.bias.data; b.add_(x); m.bias.data = b`: the alias is assigned back to what it
+    was made from, so changing that tensor is the point (fusing BN into a layer)."""
+    return any(
+        bind.index > pair.write.index and isinstance(bind.expr, cst.Name) and bind.expr.value == pair.writer and (bind.name == pair.holder or bind.name.startswith(pair.holder + "."))
+        for bind in flow.of(Bind)
+    )
 
 
 def write_text(write: Write) -> str:

@@ -7,8 +7,17 @@ from collections.abc import Iterator
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import last_bind, name_of
-from review_copies.analysis.queries.callers import caller_keeps_argument, callers_rebind, fresh_at_every_call_site, returns_argument
-from review_copies.analysis.queries.intent import declares_mutation, deliberate_write, is_mutating_function, registered_op, restored, returns_something, state_like
+from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, returns_argument
+from review_copies.analysis.queries.intent import (
+    declares_mutation,
+    deliberate_write,
+    is_mutating_function,
+    registered_op,
+    restored,
+    returns_a_number,
+    returns_something,
+    state_like,
+)
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
@@ -31,9 +40,10 @@ class InplaceOnArgument(Rule):
     it changes the caller's data behind its back, and if autograd saved that tensor the
     caller's `backward()` fails. Functions meant to mutate (named with a trailing `_`,
     `init_*`, `reset_*`, `update_*`, writing into `out=`-style parameters, or doing it
-    under `torch.no_grad()`), functions that return the argument they changed, and
-    arguments every call in the file passes fresh are not reported. A module's `forward`
-    input is RC204's.
+    under `torch.no_grad()`), functions that return the argument they changed or only a
+    number about it, and arguments every call in the file passes fresh, never reads
+    again, returns itself or calls for the effect alone are not reported. A module's
+    `forward` input is RC204's.
 
     ## Example
     ```python
@@ -62,6 +72,44 @@ class InplaceOnArgument(Rule):
     recipes = ("input-mutation",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def adam_step(p: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, lr: float):
+                exp_avg.mul_(0.9).add_(grad, alpha=0.1)
+                p.add_(exp_avg, alpha=-lr)
+                return exp_avg
+            def step(params, grads, states, lr: float):
+                for p, g, s in zip(params, grads, states):
+                    adam_step(p, g, s, lr)
+            """,
+            "every caller throws the result away: the function is called for what it writes",
+        ),
+        Valid(
+            """
+            import torch
+            def cutmix(x: torch.Tensor, lam: float) -> float:
+                if lam == 1.0:
+                    return 1.0
+                x[:, :, :8, :8] = x.flip(0)[:, :, :8, :8]
+                return lam
+            """,
+            "the result is a number about the batch it mixed in place",
+        ),
+        Valid(
+            """
+            import torch
+            def refine(z_low: torch.Tensor, z_mid: torch.Tensor) -> torch.Tensor:
+                z_low[z_mid > 0] = z_mid[z_mid > 0]
+                return z_low.mean()
+            def search(z: torch.Tensor, idx: torch.Tensor):
+                z_low = z[idx]
+                z_mid = z_low * 0.5
+                best = refine(z_low, z_mid)
+                return best
+            """,
+            "the caller passes a temporary of its own and never reads it again",
+        ),
         Valid(
             """
             import torch
@@ -221,23 +269,23 @@ class InplaceOnArgument(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or registered_op(flow) or declares_mutation(flow):
+        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
             return
         reported: set[str] = set()
         for write in flow.of(Write):
-            if deliberate_write(write) or write.no_grad or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+            if deliberate_write(write) or write.no_grad_here or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
                 continue
             if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
             owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p))
             if not owned:
-                yield from self._into_module(flow, write, reported)
+                yield from _into_module(flow, write, reported)
                 continue
             if owned[0] in reported:
                 continue
             if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
                 continue  # mutate-and-return: callers rebind what they get back
-            if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]):
+            if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]) or callers_expect_the_write(flow, owned[0]):
                 continue
             arg = owned[0]
             if flow.change is not None and arg in flow.change.base_writes:
@@ -257,27 +305,28 @@ class InplaceOnArgument(Rule):
             fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
             yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
 
-    def _into_module(self, flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:
-        """A name bound to a parameter of a module argument (`w = model.fc.weight.data`) and
-        written in place, while a caller in this file goes on using that module after taking
-        the result: the function reads as if it worked on a copy, and the model is changed."""
-        if write.target.via not in ("data", "detach", "") or not write.target.certain:
-            return
-        owners = sorted(
-            p for p in flow.params if flow.params[p].kind is Kind.MODULE and any(roots.in_module(r, p) for r in write.target.roots)
-        )
-        if not owners or owners[0] in reported or not caller_keeps_argument(flow, owners[0]):
-            return
-        writer = name_of(write.target_node)
-        bind = last_bind(flow, writer, write.index) if writer else None
-        if bind is None or bind.expr is None:
-            return  # `model.fc.weight.data.mul_(2)` says what it does; only an alias reads like a copy
-        module = owners[0]
-        reported.add(module)
-        where = f"`{flow.scope.name}`" if flow.scope else "this function"
-        message = (
-            f"`{short_code(write.stmt or write.node)}` writes in place into a parameter of the argument `{module}` "
-            f"(`{writer}` shares its memory: {short_code(bind.expr)}): the caller's model is changed while {where} "
-            f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
-        )
-        yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
+
+def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:
+    """A name bound to a parameter of a module argument (`w = model.fc.weight.data`) and
+    written in place, while a caller in this file goes on using that module after taking
+    the result: the function reads as if it worked on a copy, and the model is changed."""
+    if write.target.via not in ("data", "detach", "") or not write.target.certain:
+        return
+    owners = sorted(
+        p for p in flow.params if flow.params[p].kind is Kind.MODULE and any(roots.in_module(r, p) for r in write.target.roots)
+    )
+    if not owners or owners[0] in reported or not caller_keeps_argument(flow, owners[0]):
+        return
+    writer = name_of(write.target_node)
+    bind = last_bind(flow, writer, write.index) if writer else None
+    if bind is None or bind.expr is None:
+        return  # `model.fc.weight.data.mul_(2)` says what it does; only an alias reads like a copy
+    module = owners[0]
+    reported.add(module)
+    where = f"`{flow.scope.name}`" if flow.scope else "this function"
+    message = (
+        f"`{short_code(write.stmt or write.node)}` writes in place into a parameter of the argument `{module}` "
+        f"(`{writer}` shares its memory: {short_code(bind.expr)}): the caller's model is changed while {where} "
+        f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
+    )
+    yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))

@@ -47,6 +47,17 @@ class WriteThroughDetachOrData(WriteThroughAlias):
         Valid(
             """
             import torch
+            from torch import nn
+            def fuse_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d):
+                bias = conv.bias.data
+                bias.add_(bn.bias - bn.running_mean * bn.weight)
+                conv.bias.data = bias
+            """,
+            "the alias is assigned back: changing the layer is the point",
+        ),
+        Valid(
+            """
+            import torch
             def f():
                 w = torch.randn(3, requires_grad=True)
                 v = w.detach().clone()

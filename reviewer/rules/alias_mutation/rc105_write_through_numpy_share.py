@@ -116,7 +116,7 @@ class WriteThroughNumpyShare(WriteThroughAlias):
         for write in flow.of(Write):
             writer = name_of(write.target_node)
             state = sorted(r for r in write.target.roots if roots.is_self_state(r))
-            if write.target.via not in self.VIAS or not state or writer.startswith("self.") or deliberate_write(write) or write.no_grad:
+            if write.target.via not in self.VIAS or not state or writer.startswith("self.") or deliberate_write(write) or write.no_grad_here:
                 continue
             bind = last_bind(flow, writer, write.index)
             message = (

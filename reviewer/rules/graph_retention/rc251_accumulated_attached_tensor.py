@@ -59,6 +59,20 @@ class AccumulatedAttachedTensor(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            import torch.nn.functional as F
+            class Vit(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.pos_embed = nn.Parameter(torch.zeros(1, 16, 8))
+                def set_grid(self, n: int):
+                    self.pos_embed = nn.Parameter(F.interpolate(self.pos_embed, size=n))
+            """,
+            "`nn.Parameter(...)` is a new leaf: it holds no graph of what made it",
+        ),
+        Valid(
+            """
+            import torch
             def train(model, loader, optimizer):
                 total = 0.0
                 for x, y in loader:

@@ -55,6 +55,22 @@ class InplaceOnLeafRequiringGrad(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            class Ema:
+                def __init__(self, model: nn.Module):
+                    self.module = model
+                def blend_(self, model: nn.Module, decay: float):
+                    for ema_p, p in zip(self.module.parameters(), model.parameters()):
+                        ema_p.lerp_(p, 1.0 - decay)
+                @torch.no_grad()
+                def update(self, model: nn.Module):
+                    self.blend_(model, 0.99)
+            """,
+            "every caller in the file runs the helper under no_grad",
+        ),
+        Valid(
+            """
+            import torch
             def f(x: torch.Tensor):
                 w = torch.randn(3, requires_grad=True)
                 (w * x).sum().backward()
@@ -85,6 +101,41 @@ class InplaceOnLeafRequiringGrad(Rule):
         ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Ema:
+                def __init__(self, model: nn.Module):
+                    self.module = model
+                def blend_(self, model: nn.Module, decay: float):
+                    for ema_p, p in zip(self.module.parameters(), model.parameters()):
+                        ema_p.lerp_(p, 1.0 - decay)
+                @torch.no_grad()
+                def update(self, model: nn.Module):
+                    self.blend_(model, 0.99)
+                def warm_start(self, model: nn.Module):
+                    self.blend_(model, 0.0)
+            """,
+            line=8,
+            fix="""
+            import torch
+            from torch import nn
+            class Ema:
+                def __init__(self, model: nn.Module):
+                    self.module = model
+                def blend_(self, model: nn.Module, decay: float):
+                    for ema_p, p in zip(self.module.parameters(), model.parameters()):
+                        with torch.no_grad():
+                            ema_p.lerp_(p, 1.0 - decay)
+                @torch.no_grad()
+                def update(self, model: nn.Module):
+                    self.blend_(model, 0.99)
+                def warm_start(self, model: nn.Module):
+                    self.blend_(model, 0.0)
+            """,
+            note="`warm_start` calls the helper with autograd on",
+        ),
         Invalid(
             """
             import torch
