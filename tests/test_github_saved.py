@@ -134,7 +134,8 @@ def test_model_findings_are_shown_defused_and_without_a_fix(setup) -> None:
 
     body = fake.calls("POST", "/reviews")[0]["comments"][0]["body"]
     assert "```suggestion" not in body and "y = x\n" not in body
-    assert "@\u200bocto/maintainers" in body and "&lt;!-- review-copies:fp=0123456789abcdef" in body
+    # The forged marker is shown as text (its `<` escaped), never as an HTML comment.
+    assert "@\u200bocto/maintainers" in body and "\\<\\!-- review-copies:fp=0123456789abcdef" in body
     assert body.count("<!-- review-copies:fp=") == 1
 
 

@@ -9,8 +9,8 @@ from review_copies.github import markers
 from review_copies.github.diff_positions import Inline
 from review_copies.model.findings import Dropped, Finding, Verification
 from review_copies.model.report import Report, Stats
-from review_copies.output.common import stats_line
-from review_copies.output.markdown import fence, summary_table, verdict
+from review_copies.output.common import shown_path, stats_line
+from review_copies.output.markdown import code_span, fence, summary_table, text_of, verdict
 
 # GitHub refuses bodies over 65,536 characters; the margin absorbs its own counting.
 BODY_LIMIT = 60_000
@@ -40,7 +40,7 @@ def comment_body(spot: Inline) -> str:
 
 
 def _comment(f: Finding, spot: Inline, with_fix: bool) -> str:
-    parts = [f"**{f.category.value}** · `{f.rule}` · {f.severity.value}", "", markers.defuse(_clip(f.message.strip(), MESSAGE_LIMIT)), "", _verdict_block(f)]
+    parts = [f"**{f.category.value}** · `{f.rule}` · {f.severity.value}", "", markers.defuse(text_of(_clip(f.message.strip(), MESSAGE_LIMIT))), "", _verdict_block(f)]
     if f.suggestion is not None:
         parts += ["", *(_fix_block(f, spot) if with_fix else ["The suggested fix is too long to show here; see the job summary."])]
     parts += ["", markers.finding_marker(f)]
@@ -153,8 +153,8 @@ def _drop_reasons(dropped: Sequence[Dropped]) -> str:
 
 
 def listed_entry(f: Finding, reason: str) -> str:
-    text = _clip(_one_line(f"{f.message} — {verdict(f)}"), ENTRY_LIMIT)
-    return f"- **`{f.path}:{f.line}`** · {f.category.value} · `{f.rule}` ({f.severity.value}), *{reason}*: {markers.defuse(text)}"
+    text = _clip(_one_line(f"{text_of(f.message)} — {verdict(f)}"), ENTRY_LIMIT)
+    return f"- **{code_span(f'{shown_path(f.path)}:{f.line}')}** · {f.category.value} · `{f.rule}` ({f.severity.value}), *{reason}*: {markers.defuse(text)}"
 
 
 def _listed_entries(listed: Sequence[tuple[Finding, str]], budget: int) -> list[str]:

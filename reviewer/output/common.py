@@ -1,7 +1,10 @@
-"""Pieces every reporter shares: counts, verdict wording, the rule explanations."""
+"""Pieces every reporter shares: counts, verdict wording, the rule explanations, and the
+neutralising of text that comes from the reviewed repository (paths, quoted code, LLM
+messages), which an attacker writes."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from review_copies.model.findings import Finding, Severity, Status
@@ -82,3 +85,27 @@ def plain_explanation(rule: type[Rule]) -> str:
         else:
             out.append(line)
     return "\n".join(out).strip()
+
+
+# Characters that would start a new line or move the cursor when printed: C0 and C1
+# controls, DEL, and Unicode's own line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown_path(path: str) -> str:
+    """A path as a report shows it: one line, control characters escaped as git quotes them
+    (`evil\\n::error::x.py`), so a file name cannot write a line of its own."""
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"), path)
+
+
+# A line the GitHub Actions runner reads as a workflow command (`::error::`, `::add-mask::`,
+# `::stop-commands::`) or as the older `##[command]` form, after leading whitespace.
+_COMMAND_START = re.compile(r"^(\s*)(:)(:)|^(\s*)(#)(#\[)", re.MULTILINE)
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def no_workflow_commands(text: str) -> str:
+    """Break every line start a runner would obey: a zero-width space between the two
+    characters, invisible to a reader, is no command to the runner."""
+    return _COMMAND_START.sub(lambda m: f"{m.group(1) or m.group(4) or ''}{m.group(2) or m.group(5)}{ZERO_WIDTH_SPACE}{m.group(3) or m.group(6)}", text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from review_copies.model.findings import Finding, Severity
 from review_copies.model.report import Report
-from review_copies.output.common import headline, plain_explanation, rules_used, stats_line, verdict_line
+from review_copies.output.common import headline, no_workflow_commands, plain_explanation, rules_used, shown_path, stats_line, verdict_line
 from review_copies.output.context import RenderContext
 
 NAME = "text"
@@ -25,7 +25,7 @@ class _Paint:
 
 
 def _finding(f: Finding, paint: _Paint) -> list[str]:
-    head = f"{paint(f'{f.path}:{f.line}:{f.column}', 'bold')}: {paint(f.rule, _SEVERITY_COLOR[f.severity], 'bold')} {f.category.value} [{f.severity.value}]"
+    head = f"{paint(f'{shown_path(f.path)}:{f.line}:{f.column}', 'bold')}: {paint(f.rule, _SEVERITY_COLOR[f.severity], 'bold')} {f.category.value} [{f.severity.value}]"
     if f.source == "llm":
         head += " (LLM)"
     lines = [head]
@@ -66,7 +66,7 @@ def render(report: Report, ctx: RenderContext) -> str:
         out.append(paint(f"Not posted ({len(report.dropped)}):", "bold"))
         for d in report.dropped:
             f = d.finding
-            out.append(f"  {f.path}:{f.line}: {f.rule or f.category_label} {f.category_label}: {d.reason}")
+            out.append(f"  {shown_path(f.path)}:{f.line}: {f.rule or f.category_label} {f.category_label}: {d.reason}")
         out.append("")
     if report.notes:
         out.append(paint("Notes:", "bold"))
@@ -84,4 +84,4 @@ def render(report: Report, ctx: RenderContext) -> str:
             out += [f"  {line}" if line else "" for line in plain_explanation(rule).splitlines()]
             out.append("")
     out.append(paint(headline(report), "bold") + f" — {stats_line(report.stats)}")
-    return "\n".join(out) + "\n"
+    return no_workflow_commands("\n".join(out) + "\n")

@@ -91,8 +91,13 @@ class RevisionSource:
     commit: str
 
     def read(self, change: Change) -> bytes | None:
-        if change.symlink or change.submodule or "\n" in change.path:
-            return None  # cat-file --batch reads one name per line
+        if change.symlink or change.submodule:
+            return None
+        if "\n" in change.path:  # cat-file --batch reads one name per line: ask for this one alone
+            try:
+                return self.repo.git.execute(["git", *GIT_CONFIG, "cat-file", "blob", f"{self.commit}:{change.path}"], env=GIT_ENV, stdout_as_string=False, strip_newline_in_stdout=False)
+            except git.GitError:
+                return None
         try:
             _, kind, _, data = self.repo.git.get_object_data(f"{self.commit}:{change.path}")
         except (ValueError, git.GitError):
@@ -290,7 +295,11 @@ def _to_change(diff: FileDiff, whole_file: bool = False) -> Change:
 
 
 def _diff_changes(repo: git.Repo, revs: Sequence[str], pathspecs: Sequence[str], whole_file: bool) -> Iterator[Change]:
-    args = ["diff", *_DIFF_FLAGS, *revs, "--", *pathspecs]
+    # Plumbing, not `git diff`: the porcelain refreshes `.git/index` on disk whenever a file's
+    # stat data is stale, even with optional locks off, and the reviewed repository is not ours
+    # to write. `diff-index` compares the working tree without touching the index.
+    command = ["diff-tree", "-r", "-p"] if len(revs) == 2 else ["diff-index", "-p"]
+    args = [*command, *_DIFF_FLAGS, *revs, "--", *pathspecs]
     for diff in iter_file_diffs(_git_lines(repo, args)):
         yield _to_change(diff, whole_file)
 

@@ -117,10 +117,17 @@ def _decode_path(raw: bytes) -> str:
 
 
 def _header_path(raw: bytes) -> str | None:
-    """The path of a '--- ' / '+++ ' line: drop a timestamp after a tab; /dev/null is None."""
-    if not raw.startswith(b'"') and b"\t" in raw:
-        raw = raw.split(b"\t", 1)[0]
+    """The path of a '--- ' / '+++ ' line: drop a timestamp after a tab; /dev/null is None.
+    Git ends a name with a space by a tab, after the closing quote when it quotes the name
+    (`+++ "b/train \\"v2\\".py"<TAB>`): a quoted name ends at its closing quote."""
     raw = raw.rstrip(b"\r")
+    if raw.startswith(b'"'):
+        i = 1
+        while i < len(raw) and raw[i : i + 1] != b'"':
+            i += 2 if raw[i : i + 1] == b"\\" else 1
+        return _decode_path(raw[: i + 1])
+    if b"\t" in raw:
+        raw = raw.split(b"\t", 1)[0]
     if raw == b"/dev/null":
         return None
     return _decode_path(raw)
