@@ -35,6 +35,7 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
         cache_dir = resolve_cache_dir(settings.sandbox_cache_dir, "sandbox-cache-dir", "sandbox", config_root(settings.change), dict(os.environ))
         stages.append(SandboxStage(
             settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir, keep_warm=settings.sandbox_keep_warm,
+            unsafe_local=settings.sandbox_unsafe_local, untrusted=settings.untrusted,
         ))
     # The index's facts are cached where the other caches are (never in the reviewed repository).
     index_cache = resolve_cache_dir(None, "index", "index", config_root(settings.change), dict(os.environ))

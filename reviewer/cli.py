@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="NAME", help="the model of the OpenAI-compatible endpoint")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible endpoint (default: OPENAI_BASE_URL)")
     p.add_argument("--no-sandbox", action="store_true", help="report without executing anything")
+    p.add_argument(
+        "--sandbox", choices=SANDBOX_MODES, default="isolated",
+        help="isolated (default): run the reviewed code only inside namespaces, and not at all where the host has none; "
+        "unsafe-local: run it anyway, for your own code on your own machine",
+    )
     p.add_argument("--device", choices=DEVICES, help="where the sandbox runs probes (default: auto)")
     p.add_argument(
         "--sandbox-budget", type=_seconds, metavar="SECONDS",
@@ -69,7 +74,7 @@ def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dic
         output=args.output,
         offline=args.offline or api_key is None,
         model=args.model or file_config.model or env.get("REVIEW_COPIES_MODEL") or DEFAULT_MODEL,
-        base_url=args.base_url or file_config.base_url or env.get("OPENAI_BASE_URL") or None,
+        base_url=args.base_url or (None if untrusted_repository(args, env) else file_config.base_url) or env.get("OPENAI_BASE_URL") or None,
         api_key=api_key,
         sandbox=not args.no_sandbox and (file_config.sandbox if file_config.sandbox is not None else True),
         device=args.device or file_config.device or "auto",
@@ -81,8 +86,19 @@ def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dic
         llm=file_config.llm,
         sandbox_budget=args.sandbox_budget or file_config.sandbox_budget or DEFAULT_SANDBOX_BUDGET,
         sandbox_cache_dir=file_config.sandbox_cache_dir,
+        sandbox_unsafe_local=args.sandbox == "unsafe-local",
+        untrusted=untrusted_repository(args, env),
         sandbox_keep_warm=file_config.sandbox_keep_warm if file_config.sandbox_keep_warm is not None else (0.0 if env.get("CI") else DEFAULT_KEEP_WARM),
     )
+
+
+SANDBOX_MODES = ("isolated", "unsafe-local")
+
+
+def untrusted_repository(args: argparse.Namespace, env: dict[str, str]) -> bool:
+    """In GitHub Actions and with --post-review the reviewed repository may be a stranger's
+    pull request: its configuration may not choose where the API key is sent."""
+    return bool(args.post_review or env.get("GITHUB_ACTIONS"))
 
 
 def _use_color(settings: Settings, stream: IO[str]) -> bool:
@@ -112,7 +128,11 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stder
     stderr = stderr or sys.stderr
     try:
         args = build_parser().parse_args(argv)
-        settings = resolve_settings(args, config.load(config.config_root(ChangeSpec(repo=args.repo))), dict(os.environ))
+        file_config = config.load(config.config_root(ChangeSpec(repo=args.repo)))
+        settings = resolve_settings(args, file_config, dict(os.environ))
+        if file_config.base_url and not args.base_url and untrusted_repository(args, dict(os.environ)):
+            stderr.write(f"{PROG}: warning: base-url in the reviewed repository's configuration is ignored here (GitHub Actions or --post-review): "
+                         "a pull request may not choose where the API key goes; set --base-url or OPENAI_BASE_URL in the workflow\n")
         if settings.api_key is None and not args.offline:
             stderr.write(f"{PROG}: OPENAI_API_KEY is not set; reviewing offline (static rules and sandbox only)\n")
         return run(settings, stdout, stderr)

@@ -72,6 +72,9 @@ class FakeGitHub:
         self.pull: dict[str, Any] = {}
         self.files: list[dict[str, Any]] = []
         self.contents: dict[tuple[str, str], bytes] = {}
+        # `GET /user`: None answers 403 as for GITHUB_TOKEN (which posts as BOT); a login
+        # answers as for a person's token, which posts as that person.
+        self.user: str | None = None
         self._ids = 100
         server.expect_request(re.compile(".*")).respond_with_handler(self.handle)
 
@@ -131,6 +134,8 @@ class FakeGitHub:
         if path == self.graphql_path and request.method == "POST":
             return self._graphql(body or {})
         rest = path[len(self.prefix) :] if path.startswith(self.prefix) else path
+        if rest == "/user" and request.method == "GET":
+            return self._json({"login": self.user}) if self.user else self._json({"message": "Resource not accessible by integration"}, 403)
         pull = f"/repos/{self.repository}/pulls/{self.number}"
         if rest == pull and request.method == "GET":
             return self._json(self.pull)
@@ -209,7 +214,7 @@ class FakeGitHub:
         review = {
             "id": review_id,
             "node_id": f"PRR_{review_id}",
-            "user": {"login": BOT, "type": "Bot"},
+            "user": {"login": self.user or BOT, "type": "User" if self.user else "Bot"},
             "body": body.get("body") or "",
             "state": "PENDING" if pending else "COMMENTED",
             "commit_id": body.get("commit_id"),
@@ -228,7 +233,7 @@ class FakeGitHub:
                 "side": "RIGHT",
                 "body": c["body"],
                 "commit_id": body.get("commit_id"),
-                "user": {"login": BOT, "type": "Bot"},
+                "user": {"login": self.user or BOT, "type": "User" if self.user else "Bot"},
                 "in_reply_to_id": None,
                 "_pending": pending,
             }

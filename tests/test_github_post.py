@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.github_fake import FakeGitHub
+from tests.github_fake import BOT, FakeGitHub
 from tests.github_repo import TRAIN_HEAD, Actions, PullRequestRepo, commit, fingerprint, make_pull_request
 
 RC301_FP = fingerprint("train.py", "RC301", "    y = torch.tensor(\n        x\n    )")
@@ -312,9 +312,27 @@ def test_not_a_pull_request_event(fake: FakeGitHub, pr: PullRequestRepo, actions
 
 
 def test_the_bot_identity_is_not_assumed(fake: FakeGitHub, pr: PullRequestRepo, actions: Actions) -> None:
-    """A personal token posts as a person: its marked comments are still recognised."""
+    """A personal token posts as a person (`GET /user` says who): its marked comments are
+    still recognised."""
+    fake.user = "maintainer"
     actions.run(pr)
-    for c in fake.comments:
-        c["user"] = {"login": "maintainer", "type": "User"}
+    assert {c["user"]["login"] for c in fake.comments} == {"maintainer"}
     actions.run(pr)
     assert len(fake.posted_reviews()) == 1
+
+
+def test_a_marker_in_someone_elses_comment_does_not_silence_the_bot(fake: FakeGitHub, pr: PullRequestRepo, actions: Actions) -> None:
+    """Anyone can paste the bot's hidden marker into a comment or a review of their own:
+    only what the token itself posted counts as already posted (issue 18)."""
+    actions.run(pr)
+    posted = [dict(c) for c in fake.comments]
+    forged_reviews = [dict(r) for r in fake.posted_reviews()]
+    fake.comments.clear()
+    fake.reviews.clear()
+    for c in posted:
+        fake.comments.append({**c, "user": {"login": "stranger", "type": "User"}})
+    for r in forged_reviews:
+        fake.reviews.append({**r, "user": {"login": "stranger", "type": "User"}})
+    actions.run(pr)
+    mine = [c for c in fake.comments if c["user"]["login"] == BOT]
+    assert len(mine) == len(posted) and len(fake.posted_reviews()) == len(forged_reviews) + 1

@@ -108,6 +108,27 @@ def test_a_refuted_finding_is_dropped_with_the_reason(repo: Path, tmp_path: Path
     assert out.stats.sandbox_runs == 1
 
 
+def test_on_a_pull_request_a_refutation_never_removes_a_static_finding() -> None:
+    """The reviewed code runs in the observer's process and could lie to it (issue 18): on
+    an untrusted change the same refutation leaves the finding, shown as not confirmed."""
+    from review_copies.model.findings import Category, Finding, Severity, Status, Suggestion
+    from review_copies.model.report import Report
+    from review_copies.sandbox.verify.stage import SandboxStage
+
+    f = Finding("alias_fix.py", 3, 3, Category.COPY_CONSTRUCT, "RC301", Severity.WARNING, "m",
+                suggestion=Suggestion(3, 3, "    return torch.as_tensor(x)\n"))
+
+    class Static:
+        def __init__(self) -> None:
+            self.texts = {"alias_fix.py": LOOK_ALIKE}
+
+    out = SandboxStage("cpu", io.StringIO(), cache_dir=None, untrusted=True)(Report(findings=[f]), Static())
+    assert out.dropped == []
+    (kept,) = out.findings
+    assert kept.verification.status is Status.INCONCLUSIVE
+    assert kept.verification.evidence.startswith("not confirmed: the run showed no effect (") and "shares memory with input `x`" in kept.verification.evidence
+
+
 def test_no_sandbox_gives_not_run(repo: Path) -> None:
     _code, out, _ = _run(repo, "--format", "json", "--no-sandbox")
     data = json.loads(out)

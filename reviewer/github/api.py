@@ -19,6 +19,10 @@ from typing import Any
 from review_copies import __version__
 
 API_VERSION = "2022-11-28"
+# Who GITHUB_TOKEN posts as.
+ACTIONS_BOT = "github-actions[bot]"
+# A list endpoint longer than this (30,000 items at 100 a page) is a server that never ends.
+MAX_PAGES = 300
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 
 
@@ -113,9 +117,11 @@ class GitHubClient:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
     requests_made: int = 0
+    _opener: urllib.request.OpenerDirector = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.api_url = self.api_url.rstrip("/")
+        self._opener = urllib.request.build_opener(_SameOriginRedirects(_origin(self.api_url)))
         if self.graphql_url is None:
             self.graphql_url = graphql_url_for(self.api_url)
 
@@ -150,9 +156,11 @@ class GitHubClient:
         return wait if wait <= self.policy.max_wait else None
 
     def paginate(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
-        """Every item of a list endpoint, following the `Link: rel="next"` headers."""
+        """Every item of a list endpoint, following the `Link: rel="next"` headers; a link
+        seen before, or more than MAX_PAGES pages, is a server that would never end."""
         query = {"per_page": 100, **(params or {})}
         response = self.request("GET", path, params=query)
+        seen = {self._url(path, query)}
         while True:
             if not isinstance(response.data, list):
                 raise ApiError("GET", path, response.status, "expected a list")
@@ -163,7 +171,20 @@ class GitHubClient:
             if not nxt.startswith(self.api_url + "/"):
                 # The token goes only to the API it was given for.
                 raise ApiError("GET", nxt, response.status, "pagination link points outside the API")
+            if nxt in seen or len(seen) >= MAX_PAGES:
+                raise ApiError("GET", nxt, response.status, f"pagination does not end (a page repeats, or more than {MAX_PAGES} pages)")
+            seen.add(nxt)
             response = self.request("GET", nxt)
+
+    def login(self) -> str:
+        """Who the token posts as: `GET /user` for a person's token; the Actions token may
+        not ask (403), and posts as github-actions[bot]."""
+        try:
+            data = self.request("GET", "/user", retry=False).data
+        except ApiError:
+            return ACTIONS_BOT
+        login = data.get("login") if isinstance(data, dict) else None
+        return login if isinstance(login, str) and login else ACTIONS_BOT
 
     def graphql(self, query: str, variables: Mapping[str, Any]) -> Any:
         assert self.graphql_url is not None
@@ -198,7 +219,7 @@ class GitHubClient:
         req = urllib.request.Request(url, data=data, method=method, headers=self._headers(accept, data is not None))
         self.requests_made += 1
         try:
-            with urllib.request.urlopen(req, timeout=self.policy.timeout) as resp:
+            with self._opener.open(req, timeout=self.policy.timeout) as resp:
                 raw = resp.read()
                 return Response(resp.status, _lower(resp.headers), _decode(raw, resp.headers.get("Content-Type", "")))
         except urllib.error.HTTPError as exc:
@@ -210,6 +231,24 @@ class GitHubClient:
         except OSError as exc:  # URLError, timeouts and dropped connections are all OSErrors
             reason = getattr(exc, "reason", exc)
             raise ApiError(method, url, None, f"cannot reach GitHub: {reason}") from None
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects within the API (a renamed repository) are followed; one to any other
+    host is refused, since urllib would send it the `Authorization` header, the token."""
+
+    def __init__(self, origin: tuple[str, str]) -> None:
+        self.origin = origin
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if _origin(urllib.parse.urljoin(req.full_url, newurl)) != self.origin:
+            raise urllib.error.HTTPError(req.full_url, code, f"redirect to another host refused ({newurl}): the token stays with the API", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _lower(headers: Any) -> dict[str, str]:

@@ -74,7 +74,7 @@ def priority(f: Finding) -> tuple[int, bool, str, int]:
 
 
 def _review(job: Job, client: GitHubClient, outcome: Delivered) -> None:
-    history = read_history(client, job.pr)
+    history = read_history(client, job.pr, client.login())
     current = {f.fingerprint for f in job.report.findings}
     outcome.resolved, problems = resolve_fixed(client, job.pr, history, current)
     outcome.problems += problems

@@ -1,5 +1,6 @@
 """What earlier runs left on the pull request: the fingerprints already posted, the bot's
-own comments, which of them have replies, and reviews a crashed run left pending."""
+own comments, which of them have replies, and reviews a crashed run left pending. Only
+what the bot itself wrote counts: anyone can paste a marker into a comment of their own."""
 
 from __future__ import annotations
 
@@ -32,11 +33,13 @@ class History:
     runs: set[str] = field(default_factory=set)
 
 
-def read_history(client: GitHubClient, pr: PullRequest) -> History:
+def read_history(client: GitHubClient, pr: PullRequest, bot: str) -> History:
+    """`bot`: the login the token posts as; markers in anyone else's text are ignored."""
     history = History()
-    _read_comments(history, list(client.paginate(f"{pr.api_path}/comments")))
+    _read_comments(history, list(client.paginate(f"{pr.api_path}/comments")), bot)
     for review in client.paginate(f"{pr.api_path}/reviews"):
-        _read_review(history, review)
+        if isinstance(review, dict) and _login(review) == bot:
+            _read_review(history, review)
     return history
 
 
@@ -45,13 +48,13 @@ def _login(item: dict[str, Any]) -> str:
     return str(user.get("login", "")) if isinstance(user, dict) else ""
 
 
-def _read_comments(history: History, comments: list[Any]) -> None:
+def _read_comments(history: History, comments: list[Any], bot: str) -> None:
     roots: dict[int, str] = {}
     for c in comments:
         if not isinstance(c, dict) or not isinstance(c.get("id"), int):
             continue
         roots.setdefault(c["id"], _login(c))
-        if c.get("in_reply_to_id"):
+        if c.get("in_reply_to_id") or _login(c) != bot:
             continue
         fp = markers.comment_fingerprint(str(c.get("body") or ""))
         if fp is None:

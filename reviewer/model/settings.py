@@ -105,3 +105,8 @@ class Settings:
     sandbox_keep_warm: float = 0.0
     # `sandbox-cache-dir` as configured: None for the default folder, "" for no cache.
     sandbox_cache_dir: str | None = None
+    # `--sandbox unsafe-local`: run probes even where no namespace isolates them.
+    sandbox_unsafe_local: bool = False
+    # The change may be a stranger's (GitHub Actions, --post-review): its configuration may
+    # not route secrets, and running its code never removes a static finding.
+    untrusted: bool = False

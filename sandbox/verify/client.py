@@ -74,9 +74,12 @@ class Sandbox:
 
     def __init__(
         self, limits: protocol.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0, keep_warm: float = 0.0,
+        unsafe_local: bool = False,
     ) -> None:
         """`keep_warm`: seconds a worker waits for the next review after this one (0: it
-        ends with this review)."""
+        ends with this review). `unsafe_local`: run probes even where no namespace isolates
+        them (the user's own code, on their own machine); otherwise such a host runs nothing."""
+        self.unsafe_local = unsafe_local
         self.limits = limits or protocol.Limits()
         self.keep_warm = keep_warm
         self.isolation = isolation
@@ -177,6 +180,16 @@ class Sandbox:
             torch=hello.torch, cuda=hello.cuda, caps=hello.caps, isolation=hello.caps.describe(),
             import_seconds=hello.import_seconds, start_seconds=time.perf_counter() - self._launched_at, reused=self._reused,
         )
+        if not hello.caps.namespaces and not self.unsafe_local:
+            # Without network, mount and PID namespaces a probe could read the reviewer's
+            # secrets, write into the checkout, reach the network and outlive the review:
+            # code from a pull request does not run here at all.
+            self.close(graceful=True)
+            why = "; ".join(hello.caps.problems) or "unknown"
+            raise SandboxUnavailable(
+                f"untrusted code is not run on this host: it gives no namespaces to isolate it ({why}); "
+                "`--sandbox unsafe-local` runs it anyway, for your own code only"
+            )
         self._ready = True
         self._protect_secrets()
         return self.info

@@ -31,18 +31,22 @@ class SandboxStage:
     function are found; `cache_dir` keeps verdicts across runs (None: no cache); `sandbox`
     lets a caller reuse one warm worker (it is then the caller's to close); `parallel` is
     how many probes run at once (None: one per core); `keep_warm` is how long the worker
-    waits for the next review (0: it ends with this one)."""
+    waits for the next review (0: it ends with this one); `unsafe_local` runs probes even
+    on a host without namespaces (otherwise every finding there is `not-run`); on an
+    `untrusted` change (a stranger's pull request) a refutation never removes a static
+    finding: the code that was run could have lied to the observer in its own process."""
 
     def __init__(
         self, device: str, stderr: IO[str], *, limits: Limits | None = None, sandbox: Sandbox | None = None,
         files: RepoFiles | None = None, budget: float | None = DEFAULT_SANDBOX_BUDGET, cache_dir: Path | None = None, parallel: int | None = None,
-        keep_warm: float = 0.0,
+        keep_warm: float = 0.0, unsafe_local: bool = False, untrusted: bool = False,
     ) -> None:
+        self.untrusted = untrusted
         self.parallel = parallel
         self.device = device
         self.stderr = stderr
         self.owned = sandbox is None
-        self.sandbox = sandbox or Sandbox(limits, keep_warm=keep_warm)
+        self.sandbox = sandbox or Sandbox(limits, keep_warm=keep_warm, unsafe_local=unsafe_local)
         self.files = files
         self.budget = budget
         self.cache_dir = cache_dir
@@ -80,7 +84,13 @@ class SandboxStage:
         dropped = list(report.dropped)
         for finding, verification in zip(report.findings, outcome.verifications):
             checked = finding.with_verification(verification)
-            if verification.status is Status.REFUTED:
+            if verification.status is Status.REFUTED and self.untrusted and finding.source == "static":
+                kept.append(finding.with_verification(replace(
+                    verification, status=Status.INCONCLUSIVE,
+                    evidence=f"not confirmed: the run showed no effect ({verification.evidence}), but the code under review ran in the "
+                    "observer's process and could hide it, so on a pull request a run never removes a static finding",
+                )))
+            elif verification.status is Status.REFUTED:
                 dropped.append(Dropped(checked, f"sandbox refuted: {verification.evidence}"))
             else:
                 kept.append(checked)
