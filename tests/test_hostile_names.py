@@ -135,3 +135,39 @@ def test_no_mode_writes_into_the_reviewed_repository(repo: Repo, tmp_path) -> No
             assert result.code == 0, (args, result.err)
             assert repo.snapshot() == before, (args, fmt)
             assert (repo.path / ".git" / "index").stat().st_mtime_ns == index_mtime, (args, fmt)
+
+
+def _fuzzed_names(count: int, seed: int) -> list[str]:
+    """Names made of what git quotes or a terminal or a runner reads specially, seeded."""
+    import random
+
+    rng = random.Random(seed)
+    alphabet = ['"', "\\", "\t", "\n", " ", "'", "$", "`", "*", "?", "[", "]", "#", ":", "@", "<", ">", "|", ";", "&", "%",
+                "é", "ß", "模", "\u200b", "\u2028", "\x1b", "\x7f", "\x01", "-", "a", "b", "_", "."]
+    names: set[str] = set()
+    while len(names) < count:
+        stem = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        name = f"{stem}_{len(names)}.py"
+        if "/" not in name and not name.startswith("."):
+            names.add(name)
+    return sorted(names)
+
+
+FUZZ_SEED, FUZZ_COUNT = 20261203, 60
+
+
+def test_fuzzed_names_are_each_reviewed_once_at_their_exact_path(repo: Repo, tmp_path) -> None:
+    names = _fuzzed_names(FUZZ_COUNT, FUZZ_SEED)
+    repo.write("keep.py", "x = 1\n")
+    repo.commit("base")
+    for name in names:
+        repo.write(name, BUGGY)
+    repo.commit("fuzzed names")
+    for args in _modes(repo, tmp_path):
+        result = run_cli(*args, *OFF, "--format", "json")
+        assert result.code == 0, (args, result.err)
+        assert sorted(f["path"] for f in result.json["findings"]) == names, args
+        assert result.json["stats"]["skipped_files"] == {}, args
+        for fmt in ("text", "markdown"):
+            out = run_cli(*args, *OFF, "--format", fmt).out
+            assert not COMMAND_LINE.search(out), (args, fmt)
