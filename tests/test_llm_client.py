@@ -14,7 +14,7 @@ from review_copies.llm.requests import plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.model.errors import UsageError
 from review_copies.review.hunks import TensorHunk
-from tests.llm_fake import FakeOpenAI, answer, completion, error, start_fake
+from tests.llm_fake import FakeOpenAI, answer, completion, error, slow, start_fake
 
 PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")
 
@@ -75,6 +75,43 @@ def test_a_server_that_takes_no_response_format_at_all_gets_the_schema_in_the_pr
     got = model.complete(PROMPT)
     assert got.mode == "none"
     assert fake.bodies[-1]["messages"][0]["content"] == "system\nschema"
+
+
+def test_a_500_that_names_the_response_format_steps_down_before_any_retry(fake: FakeOpenAI) -> None:
+    """llama-cpp-python's server answers `json_schema` with HTTP 500 and a validation error
+    naming `response_format`, and accepts `json_object` (issue 16)."""
+    def handle(body, n):
+        if body.get("response_format", {}).get("type") == "json_schema":
+            return error(500, "1 validation error for CreateChatCompletionRequest\nresponse_format\n  Input should be a valid dictionary")
+        return completion(answer())
+
+    fake.handler = handle
+    model, waits = client(fake)
+    got = model.complete(PROMPT)
+    assert got.mode == "json_object" and waits == [] and model.retries == 0
+    assert [b.get("response_format", {}).get("type") for b in fake.bodies] == ["json_schema", "json_object"]
+
+
+def test_a_500_that_says_nothing_of_the_format_is_retried_as_before(fake: FakeOpenAI) -> None:
+    fake.handler = lambda body, n: error(500, "upstream failure") if n < 2 else completion(answer())
+    model, waits = client(fake)
+    assert model.complete(PROMPT).mode == "json_schema" and len(waits) == 1
+
+
+def test_a_local_server_past_the_timeout_is_not_asked_again(fake: FakeOpenAI) -> None:
+    """A single-slot local server keeps computing an abandoned request: a retry would wait
+    behind it (issue 16). The fake listens on loopback, as llama.cpp's server does."""
+    fake.handler = slow(1.5, lambda body, n: completion(answer()))
+    model = ModelClient(LLMOptions(model="m", api_key="k", base_url=fake.url, timeout=0.3, retries=2, backoff=0.01), sleep=lambda s: None)
+    with pytest.raises(Unavailable, match="a local server is not asked again"):
+        model.complete(PROMPT)
+    assert fake.count == 1 and model.retries == 0
+
+
+def test_only_a_local_endpoint_with_the_hosted_timeout_is_warned_about() -> None:
+    assert LLMOptions(model="m", api_key="k", base_url="http://127.0.0.1:8080/v1").local_with_hosted_defaults()
+    assert not LLMOptions(model="m", api_key="k", base_url="http://localhost:8080/v1", timeout=600).local_with_hosted_defaults()
+    assert not LLMOptions(model="m", api_key="k", base_url="https://api.example.com/v1").local_with_hosted_defaults()
 
 
 def test_a_prompt_too_long_for_the_context_fails_that_request_only(fake: FakeOpenAI) -> None:

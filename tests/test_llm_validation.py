@@ -94,10 +94,10 @@ def test_the_quote_anchors_without_its_indentation_or_with_the_number_column() -
         ({"line": "11"}, "'line' must be a positive integer"),
         ({"message": ""}, "'message' must be a non-empty string"),
         ({"path": "pkg/other.py"}, "'pkg/other.py' is not one of the files shown"),
-        ({"fix": {"start_line": 11, "end_line": 11, "replacement": "        best = copy.deepcopy(model.state_dict()\n"}}, "the fix does not parse"),
-        ({"fix": {"start_line": 10, "end_line": 11, "replacement": "        best = copy.deepcopy(model.state_dict())\n"}}, "outside the finding's lines 11-11"),
-        ({"fix": {"start_line": 11, "end_line": 11, "replacement": "best = copy.deepcopy(model.state_dict())\n"}}, "changes the indentation"),
         ({"fix": {"start_line": 11, "end_line": 11}}, "'fix.replacement' must be a string"),
+        ({"message": "…"}, "'message' says nothing"),
+        ({"message": "message"}, "'message' says nothing"),
+        ({"message": "TODO"}, "'message' says nothing"),
     ],
 )
 def test_each_kind_of_bad_finding_is_dropped_with_its_reason(overrides: dict, reason: str) -> None:
@@ -105,6 +105,22 @@ def test_each_kind_of_bad_finding_is_dropped_with_its_reason(overrides: dict, re
     assert not isinstance(result, Finding), "a bad finding was accepted"
     assert reason in result.reason
     assert result.finding.source == "llm"
+
+
+@pytest.mark.parametrize(
+    "fix",
+    [
+        {"start_line": 11, "end_line": 11, "replacement": "        best = copy.deepcopy(model.state_dict()\n"},  # does not parse
+        {"start_line": 10, "end_line": 11, "replacement": "        best = copy.deepcopy(model.state_dict())\n"},  # outside the finding's lines
+        {"start_line": 11, "end_line": 11, "replacement": "best = copy.deepcopy(model.state_dict())\n"},  # changes the indentation
+    ],
+)
+def test_a_bad_fix_leaves_the_finding_without_a_suggestion(fix: dict) -> None:
+    """The finding stands on its own (issue 16): only its fix is refused, and counted."""
+    result = check_finding(finding(fix=fix), SHOWN)
+    assert isinstance(result, Finding) and result.suggestion is None and result.message.startswith("`best` aliases the live weights")
+    content = json.dumps({"findings": [finding(fix=fix)]})
+    assert check_answer(content, SHOWN).fixes_dropped == 1
 
 
 def test_a_category_the_configuration_left_out_is_dropped() -> None:

@@ -150,6 +150,8 @@ class ModelClient:
             try:
                 return self._completion(self._send(prompt, shape), shape)
             except openai.APIStatusError as exc:
+                if exc.status_code not in (400, 422) and self._step_down_format(shape, exc):
+                    continue  # llama.cpp's server refuses json_schema with a 500 naming response_format
                 if exc.status_code in (400, 422):
                     if self._adapt(shape, exc):
                         continue
@@ -160,7 +162,13 @@ class ModelClient:
                     raise RequestFailed(describe(exc, self.opts)) from None
                 failure: Exception = exc
                 asked = retry_after(exc.response.headers)
-            except openai.APIConnectionError as exc:  # timeouts included
+            except openai.APITimeoutError as exc:
+                if self.opts.local:
+                    # A local server keeps computing the request we gave up on: asking again
+                    # would queue the same prompt behind it and double the wait.
+                    raise self._give_up(f"{describe(exc, self.opts)}; a local server is not asked again (raise llm-timeout for a slow model)") from None
+                failure, asked = exc, None
+            except openai.APIConnectionError as exc:
                 failure, asked = exc, None
             except openai.APIError as exc:
                 raise RequestFailed(describe(exc, self.opts)) from None
@@ -199,6 +207,17 @@ class ModelClient:
         with self._lock:
             self.calls += 1
         return self._client.chat.completions.create(**kwargs)
+
+    def _step_down_format(self, used: Shape, exc: openai.APIStatusError) -> bool:
+        """An error of any status that names the response format: try the next, more modest
+        one before counting it as a failure to retry."""
+        text = f"{server_message(exc)} {exc.body}".lower()
+        if used.mode + 1 >= len(MODES) or not any(word in text for word in ("response_format", "json_schema", "response format")):
+            return False
+        with self._lock:
+            if self.shape == used:
+                self.shape = replace(used, mode=used.mode + 1)
+        return True
 
     def _adapt(self, used: Shape, exc: openai.APIStatusError) -> bool:
         """Phrase requests more modestly after a 400/422 that says why; False when nothing is left to try."""

@@ -3,6 +3,7 @@ of `[tool.review-copies]`, checked once with a one-line message for each mistake
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,16 @@ class LLMOptions:
     @property
     def endpoint(self) -> str:
         return self.base_url or DEFAULT_ENDPOINT
+
+    @property
+    def local(self) -> bool:
+        """A server on this machine (llama.cpp, Ollama, vLLM on loopback): often one slot,
+        and slow; an abandoned request keeps it busy."""
+        host = (urllib.parse.urlsplit(self.endpoint).hostname or "").lower()
+        return host in ("localhost", "::1") or host.startswith("127.")
+
+    def local_with_hosted_defaults(self) -> bool:
+        return self.local and self.timeout == _DEFAULTS["timeout"]
 
 
 def _cache_dir(table: dict[str, Any], repo_root: Path | None, env: dict[str, str]) -> Path | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from review_copies.model.findings import Category, Finding
 from review_copies.review import fixes
+from review_copies.review.engine import example_job, review_file
 from review_copies.review.hunks import TensorHunk
 from review_copies.rules import Invalid, Rule
 
@@ -108,27 +109,38 @@ def number_lines(lines: Sequence[str], marked: Iterable[int] = (), first: int = 
     return "\n".join(f"{'>' if n in marks else ' '}{n:>{width}}| {text}" for n, text in enumerate(lines, first))
 
 
+@cache
+def _rule_message(code: str, source: str, line: int) -> str:
+    """What the rule itself says about its example: the answer shows a real message."""
+    result = review_file(example_job("example.py", source, None, (code,)))
+    hit = next((f for f in result.findings if f.line <= line <= f.end_line), None)
+    return hit.message if hit is not None else ""
+
+
 def _invalid_example(book: PromptBook, rule: type[Rule], case: Invalid) -> str:
+    """One flagged example and the answer the validator keeps: a real message, and the
+    finding's lines widened to hold its fix (a fix outside them would be refused)."""
     source = case.source
     lines = source.splitlines()
-    code = lines[case.line - 1]
+    start = end = case.line
     fix: dict[str, Any] | None = None
     if case.fixed is not None:
         suggestion = fixes.line_suggestion(source, case.fixed)
         if suggestion is not None:
             fix = {"start_line": suggestion.start_line, "end_line": suggestion.end_line, "replacement": suggestion.replacement}
+            start, end = min(start, suggestion.start_line), max(end, suggestion.end_line)
     answer = {
         "path": "example.py",
-        "line": case.line,
-        "end_line": case.line,
+        "line": start,
+        "end_line": end,
         "category": rule.category.value,
         "severity": rule.severity.value,
-        "message": "…",
-        "code": code,
+        "message": _rule_message(rule.code, source, case.line) or rule.summary(),
+        "code": "\n".join(lines[start - 1 : end]),
         "fix": fix,
         "probe": None,
     }
-    numbered = number_lines(lines, [case.line])
+    numbered = number_lines(lines, range(start, end + 1))
     return book.render("example_invalid", rule=rule.code, line=case.line, numbered=numbered, answer=json.dumps(answer, ensure_ascii=False))
 
 
@@ -237,8 +249,11 @@ def render_file(book: PromptBook, block: FileBlock) -> str:
     hunks_text = "".join(
         book.render("hunk", title=h.title, start=h.start, end=h.end, numbered=_numbered(book, h, width)) for h in block.hunks
     )
-    nonce = fence_id(json.dumps([block.path, imports_text, hunks_text]))
-    return book.render("file", nonce=nonce, path=json.dumps(block.path), imports=imports_text, hunks=hunks_text, static=_static_lines(book, block))
+    # The static findings quote the reviewed code (string literals included): they are
+    # untrusted too, inside the fence, and part of what names it.
+    static = _static_lines(book, block)
+    nonce = fence_id(json.dumps([block.path, imports_text, hunks_text, static]))
+    return book.render("file", nonce=nonce, path=json.dumps(block.path), imports=imports_text, hunks=hunks_text, static=static)
 
 
 def _numbered(book: PromptBook, hunk: TensorHunk, width: int) -> str:

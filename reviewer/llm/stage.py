@@ -214,6 +214,7 @@ class LLMStage:
             findings=len(found) - merged.merged,
             merged_with_static=merged.merged,
             lines_corrected=sum(o.checked.corrected for o in outcomes),
+            fixes_dropped=sum(o.checked.fixes_dropped for o in outcomes),
             suppressed=report.stats.llm.suppressed + suppressed,
         )
         return replace(_with(report, llm), findings=merged.findings, dropped=dropped)
@@ -242,4 +243,9 @@ def llm_stage(settings: Settings, rules: Sequence[type[Rule]], repo_root: Path |
     if settings.api_key is None:
         raise ValueError("the LLM stage needs an API key; the command line reviews offline without one")
     opts = build_options(settings.model, settings.api_key, settings.base_url, settings.llm, repo_root, dict(os.environ))
+    if opts.local_with_hosted_defaults():
+        stderr.write(
+            f"review-copies: warning: {opts.endpoint} is on this machine and llm-timeout is the hosted API's {opts.timeout:g} s; "
+            "a local model may need more (llm-timeout in [tool.review-copies]), and a timed-out request is not retried\n"
+        )
     return LLMStage(opts, rules, chosen_categories(settings.select, settings.ignore, rules), stderr)

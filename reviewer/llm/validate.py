@@ -53,6 +53,7 @@ class Checked:
     dropped: list[Dropped] = field(default_factory=list)
     corrected: int = 0
     probes_dropped: int = 0
+    fixes_dropped: int = 0
 
 
 def unwrap(content: str) -> str:
@@ -93,6 +94,8 @@ def schema_problem(raw: Any) -> str | None:
     for key in ("path", "category", "message"):
         if not isinstance(raw.get(key), str) or not raw[key].strip():
             return f"'{key}' must be a non-empty string"
+    if says_nothing(raw["message"]):
+        return "'message' says nothing (a placeholder such as '…' or 'message')"
     if raw.get("severity") not in _SEVERITIES:
         return "'severity' must be info, warning or error"
     if not _is_int(raw.get("line")) or raw["line"] < 1:
@@ -131,6 +134,16 @@ def _placeholder(raw: Any, shown: Shown) -> Finding:
         source="llm",
         code=data.get("code") if isinstance(data.get("code"), str) else "",
     )
+
+
+_PLACEHOLDERS = frozenset(("message", "todo", "tbd", "n/a", "na", "none", "null", "explanation", "description", "finding", "issue", "bug", "text", "string", "lorem ipsum"))
+
+
+def says_nothing(message: str) -> bool:
+    """A message a model copied from an example or a schema: punctuation and ellipses
+    only, a word or two, or a placeholder word."""
+    words = re.findall(r"[^\W_]+", message.lower())
+    return len(words) < 3 or " ".join(words) in _PLACEHOLDERS
 
 
 def clean_message(text: str) -> str:
@@ -211,9 +224,9 @@ def check_finding(raw: Any, shown: Shown) -> Finding | Dropped:
     suggestion = None
     if raw.get("fix") is not None:
         checked = check_fix(raw["fix"], placed, text)
-        if isinstance(checked, str):
-            return Dropped(_placeholder(raw, shown), checked)
-        suggestion = checked
+        # A refused fix (outside the finding's lines, not parsing) leaves the finding
+        # standing on its own: it is kept without a suggestion, and counted.
+        suggestion = None if isinstance(checked, str) else checked
     shown_lines = dict(placed.hunk.lines)
     first = shown_lines[placed.line]
     return Finding(
@@ -251,6 +264,8 @@ def check_answer(content: str, shown: Shown) -> Checked:
             out.corrected += 1
         if _probe(raw) is None:
             out.probes_dropped += 1
+        if raw.get("fix") is not None and result.suggestion is None:
+            out.fixes_dropped += 1
     return out
 
 

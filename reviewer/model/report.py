@@ -41,6 +41,9 @@ class LLMStats:
     findings: int = 0
     merged_with_static: int = 0
     lines_corrected: int = 0
+    # Findings kept without their fix because the fix was unusable (outside the finding's
+    # lines, not parsing, changing nothing the finding is about).
+    fixes_dropped: int = 0
     suppressed: int = 0
 
 
@@ -129,7 +132,7 @@ class Stats:
                 out["llm_response_format"] = llm.response_format
             if llm.cost_usd is not None:
                 out["llm_cost_usd"] = llm.cost_usd
-            out.update({"llm_findings": llm.findings, "llm_merged_with_static": llm.merged_with_static, "llm_lines_corrected": llm.lines_corrected})
+            out.update({"llm_findings": llm.findings, "llm_merged_with_static": llm.merged_with_static, "llm_lines_corrected": llm.lines_corrected, "llm_fixes_dropped": llm.fixes_dropped})
         for name in ("network", "filesystem", "processes", "proc", "devices", "torch", "worker"):
             value = getattr(self.sandbox, name)
             if value is not None:
