@@ -212,3 +212,10 @@ def test_a_different_problem_on_the_same_line_stays_a_second_finding() -> None:
     assert isinstance(llm, Finding)
     merged = merge([_static(Category.GRAPH_RETENTION, "keeps the graph")], [llm])
     assert merged.merged == 0 and [f.source for f in merged.findings] == ["static", "llm"]
+
+
+def test_prose_around_the_json_object_is_ignored() -> None:
+    """Small local models write a sentence before or after the object (issue 16)."""
+    body = json.dumps({"findings": [finding()]})
+    for content in (body + "\n\nI hope this helps! Let me know if you need more.", "Here is my review:\n" + body + "\nDone."):
+        assert len(check_answer(content, SHOWN).findings) == 1

@@ -114,7 +114,10 @@ def _rule_message(code: str, source: str, line: int) -> str:
     """What the rule itself says about its example: the answer shows a real message."""
     result = review_file(example_job("example.py", source, None, (code,)))
     hit = next((f for f in result.findings if f.line <= line <= f.end_line), None)
-    return hit.message if hit is not None else ""
+    if hit is None:
+        return ""
+    # Its first sentence: what is wrong, in the rule's words (the fix is in the answer's `fix`).
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z`])", hit.message, maxsplit=1)[0]
 
 
 def _invalid_example(book: PromptBook, rule: type[Rule], case: Invalid) -> str:

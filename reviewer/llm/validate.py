@@ -67,8 +67,10 @@ def parse_answer(content: str) -> list[Any]:
     text = unwrap(content)
     if not text:
         raise AnswerError("the answer is empty")
+    start = text.find("{")
     try:
-        data = json.loads(text)
+        # The first JSON object: small local models often add prose after it ("I hope this helps").
+        data, _ = json.JSONDecoder().raw_decode(text, start if start >= 0 else 0)
     except json.JSONDecodeError as exc:
         raise AnswerError(f"the answer is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):

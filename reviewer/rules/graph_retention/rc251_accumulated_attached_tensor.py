@@ -153,7 +153,7 @@ class AccumulatedAttachedTensor(Rule):
             where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
             message = (
                 f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, {where}: each step's graph "
-                f"(all its activations) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
+                f"(its nodes, and the activations too until `backward()` frees them) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
                 f"`{what}.item()` or `{what}.detach()`."
             )
             yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))

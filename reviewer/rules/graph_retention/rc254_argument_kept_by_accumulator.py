@@ -163,7 +163,7 @@ class ArgumentKeptByAccumulator(Rule):
                 message = (
                     f"`{short_code(call.node)}` hands `{what}`, which is attached to the autograd graph, to "
                     f"`{cls}.{call.method}`, which {verb} `self.{kept.attr}` ({kept.path}:{kept.line}): the object outlives "
-                    f"the loop at line {loop.start}, so every step's graph (all its activations) stays alive with it. Pass "
+                    f"the loop at line {loop.start}, so every step's graph (its nodes, and the activations too until `backward()` frees them) stays alive with it. Pass "
                     f"`{what}.detach()` (or `{what}.item()`)."
                 )
                 yield Hit(call.node, message, (arg.value, detached(arg.value)))

@@ -178,7 +178,7 @@ class ChangeDropsGraphCut(Rule):
             stmt = event.stmt or event.node
             message = (
                 f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: `{short_code(stmt)}` now keeps "
-                f"{kept} attached to the autograd graph, so each step's graph (all its activations) stays alive as long as it "
+                f"{kept} attached to the autograd graph, so each step's graph (its nodes, and the activations too until `backward()` frees them) stays alive as long as it "
                 f"does and memory grows step after step. Put {dropped_words(dropped)} back."
             )
             yield Hit(event.node, message, restore(event.stmt, dropped))
