@@ -5,6 +5,7 @@ once per file (`ParsedFile.once`)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import libcst as cst
@@ -108,6 +109,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
 def called_only_under_no_grad(file: ParsedFile, name: str, method: bool) -> bool:
     """Every call of the function `name` in the file runs with autograd off (inside
     `with torch.no_grad():` or from a `@torch.no_grad()` function): its body runs so too."""
+    if not any(word in file.text for word in ("no_grad", "inference_mode", "set_grad_enabled")):
+        return False  # the cheap prefilter: most files never turn autograd off
     contexts = call_contexts(file)
     sites = [site for call, site in contexts.items() if site.name == name and site.on_self == method]
     return bool(sites) and all(site.no_grad for site in sites)
@@ -122,7 +125,9 @@ class CallContext:
     discarded: bool  # the call is a statement of its own: its result is thrown away
     no_grad: bool  # autograd is off where it runs
     caller_params: frozenset[str]
-    caller_returns: frozenset[str]  # names the calling function returns as they are (`return x`, `return x, y`)
+    # Names the calling function returns as they are (`return x`, `return x, y`): the
+    # caller's own set, complete once the file's walk is done.
+    caller_returns: AbstractSet[str]
 
 
 _GRAD_OFF = ("no_grad", "inference_mode")
@@ -145,24 +150,12 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
         class _Contexts(cst.CSTVisitor):
             def __init__(self) -> None:
                 self.no_grad = [0]
-                self.functions: list[tuple[frozenset[str], frozenset[str]]] = [(frozenset(), frozenset())]
+                self.functions: list[tuple[frozenset[str], set[str]]] = [(frozenset(), set())]
                 self.statements: set[cst.Call] = set()
 
             def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
                 params = frozenset(p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params))
-                returned: set[str] = set()
-
-                class _Returns(cst.CSTVisitor):
-                    def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
-                        return inner is node
-
-                    def visit_Return(self, ret: cst.Return) -> None:
-                        value = ret.value
-                        elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
-                        returned.update(e.value for e in elements if isinstance(e, cst.Name))
-
-                node.visit(_Returns())
-                self.functions.append((params, frozenset(returned)))
+                self.functions.append((params, set()))
                 self.no_grad.append(1 if any(_turns_grad_off(d.decorator) for d in node.decorators) else 0)
 
             def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
@@ -174,6 +167,11 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
 
             def leave_With(self, original_node: cst.With) -> None:
                 self.no_grad[-1] -= sum(_turns_grad_off(item.item) for item in original_node.items)
+
+            def visit_Return(self, node: cst.Return) -> None:
+                value = node.value
+                elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+                self.functions[-1][1].update(e.value for e in elements if isinstance(e, cst.Name))
 
             def visit_Expr(self, node: cst.Expr) -> None:
                 if isinstance(node.value, cst.Call):
