@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stder
         args = build_parser().parse_args(argv)
         file_config = config.load(config.config_root(ChangeSpec(repo=args.repo)))
         settings = resolve_settings(args, file_config, dict(os.environ))
-        if file_config.base_url and not args.base_url and untrusted_repository(args, dict(os.environ)):
+        if file_config.base_url and not args.base_url and settings.untrusted:
             stderr.write(f"{PROG}: warning: base-url in the reviewed repository's configuration is ignored here (GitHub Actions or --post-review): "
                          "a pull request may not choose where the API key goes; set --base-url or OPENAI_BASE_URL in the workflow\n")
         if settings.api_key is None and not args.offline:

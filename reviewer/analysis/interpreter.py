@@ -35,7 +35,7 @@ class Interpreter(Context):
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
                 self.no_grad += 1
-        if not self.no_grad and self.scope is not None and called_only_under_no_grad(self.file, self.scope.name, self.scope.kind == "method"):
+        if not self.no_grad and self.scope is not None and called_only_under_no_grad(self.file, self.scope):
             self.no_grad = self.no_grad_from_callers = 1  # a helper every caller in the file runs under no_grad
         parameters.bind(self, fn)
         self.block(list(statement_bodies(fn)))

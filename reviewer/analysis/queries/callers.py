@@ -12,7 +12,7 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return
-from review_copies.analysis.parse import ParsedFile
+from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, dotted, names_in
 
@@ -39,7 +39,7 @@ def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpress
         params = params[1:]
     position = params.index(arg) if arg in params else None
     out = []
-    for call in own_call_sites(flow):
+    for call in own_call_sites(flow.file, flow.scope):
         value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
         if value is None and position is not None:
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
@@ -106,22 +106,20 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
     return True
 
 
-def called_only_under_no_grad(file: ParsedFile, name: str, method: bool) -> bool:
-    """Every call of the function `name` in the file runs with autograd off (inside
+def called_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
+    """Every call of this function in the file runs with autograd off (inside
     `with torch.no_grad():` or from a `@torch.no_grad()` function): its body runs so too."""
     if not any(word in file.text for word in ("no_grad", "inference_mode", "set_grad_enabled")):
         return False  # the cheap prefilter: most files never turn autograd off
+    sites = own_call_sites(file, scope)
     contexts = call_contexts(file)
-    sites = [site for call, site in contexts.items() if site.name == name and site.on_self == method]
-    return bool(sites) and all(site.no_grad for site in sites)
+    return bool(sites) and all(contexts[call].no_grad for call in sites)
 
 
 @dataclass(frozen=True)
 class CallContext:
     """Where a call stands in its caller."""
 
-    name: str  # what is called: `f` for `f(...)`, `g` for `self.g(...)`
-    on_self: bool  # `self.g(...)` / `cls.g(...)`
     discarded: bool  # the call is a statement of its own: its result is thrown away
     no_grad: bool  # autograd is off where it runs
     caller_params: frozenset[str]
@@ -178,11 +176,8 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                     self.statements.add(node.value)
 
             def visit_Call(self, node: cst.Call) -> None:
-                func = node.func
-                on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")
-                name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
                 params, returns = self.functions[-1]
-                found[node] = CallContext(name, on_self, node in self.statements, self.no_grad[-1] > 0, params, returns)
+                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns)
 
         file.module.visit(_Contexts())
         return found
@@ -190,15 +185,14 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
     return file.once("call_contexts", compute)
 
 
-def own_call_sites(flow: FunctionFlow) -> list[cst.Call]:
+def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
     """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method."""
-    scope = flow.scope
     if scope is None:
         return []
     method = scope.kind == "method"
     out = []
-    root = scope.class_node if method and scope.class_node is not None else flow.file.module
-    for call in call_sites(flow.file, root).get(scope.name, []):
+    root = scope.class_node if method and scope.class_node is not None else file.module
+    for call in call_sites(file, root).get(scope.name, []):
         func = call.func
         if (method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or (not method and isinstance(func, cst.Name)):
             out.append(call)
