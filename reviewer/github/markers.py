@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from review_copies.model.findings import Finding
+from review_copies.output.markdown import MENTION
 
 PREFIX = "review-copies:"
 _FP = r"[0-9a-f]{16}"
@@ -64,4 +65,4 @@ def defuse(text: str) -> str:
     """Text from the model or from a report, made safe to post: it can neither forge a
     marker (an HTML comment) nor notify anyone (@mentions)."""
     text = text.replace("<!--", "&lt;!--")
-    return re.sub(r"(?<![\w`])@(?=[A-Za-z0-9-])", "@\u200b", text)
+    return MENTION.sub("@\u200b", text)

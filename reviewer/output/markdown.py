@@ -39,7 +39,7 @@ def code_span(text: str) -> str:
 _MARKUP = re.compile(r"([\\`*_\[\]<>#!|~&])")
 # ...and what GitHub turns into links or notifications: `http://x`, `www.x`, `@team`.
 _AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=\bwww)(?=\.)", re.IGNORECASE)
-_MENTION = re.compile(r"(?<![\w`])@(?=[A-Za-z0-9-])")
+MENTION = re.compile(r"(?<![\w`])@(?=[A-Za-z0-9-])")
 ZERO_WIDTH_SPACE = "\u200b"
 
 
@@ -63,7 +63,7 @@ def text_of(untrusted: str) -> str:
 def _plain(text: str) -> str:
     text = _MARKUP.sub(r"\\\1", text)
     text = _AUTOLINK.sub(ZERO_WIDTH_SPACE, text)
-    return _MENTION.sub("@" + ZERO_WIDTH_SPACE, text)
+    return MENTION.sub("@" + ZERO_WIDTH_SPACE, text)
 
 
 def verdict(f: Finding) -> str:
