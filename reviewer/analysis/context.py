@@ -40,6 +40,7 @@ class Counters:
 
     events: itertools.count = field(default_factory=itertools.count)
     loops: itertools.count = field(default_factory=lambda: itertools.count(1))
+    branches: itertools.count = field(default_factory=lambda: itertools.count(1))
     fresh: itertools.count = field(default_factory=lambda: itertools.count(1))
 
 
@@ -64,6 +65,7 @@ class Context:
         # 1 when autograd is off only because every caller in the file runs this function so.
         self.no_grad_from_callers = 0
         self.loop_stack: list[int] = []
+        self.arm_stack: list[tuple[int, int]] = []
         self.counters = Counters()
         self.backward_names: frozenset[str] = frozenset()
         self.scalar_defaults: frozenset[str] = frozenset()
@@ -108,7 +110,7 @@ class Context:
             return
         event = cls(
             node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counters.events),
-            stmt=self.current, line_node=self.current_line, no_grad_here=self.no_grad > self.no_grad_from_callers, **fields,  # type: ignore[call-arg]
+            stmt=self.current, line_node=self.current_line, no_grad_here=self.no_grad > self.no_grad_from_callers, arms=tuple(self.arm_stack), **fields,  # type: ignore[call-arg]
         )
         self.flow.events.append(event)
 

@@ -34,6 +34,17 @@ class Event:
     # Autograd is off by this function's own choice (a `with torch.no_grad():` or decorator),
     # not only because every caller runs it so: the first says a write is meant.
     no_grad_here: bool = field(default=False, compare=False, repr=False, kw_only=True)
+    # The branch arms around the event: (branch id, arm) for each enclosing `if`/`match`.
+    arms: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False, kw_only=True)
+
+    def exclusive_with(self, other: Event) -> bool:
+        """Do the two sit in different arms of one branch, so one run never sees both?
+
+        A branch inside a loop has id 0 and is never exclusive: one iteration may take one
+        arm and the next iteration the other.
+        """
+        mine = dict(self.arms)
+        return any(branch and branch in mine and mine[branch] != arm for branch, arm in other.arms)
 
 
 @dataclass(frozen=True)

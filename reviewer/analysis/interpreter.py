@@ -95,16 +95,31 @@ class Interpreter(Context):
             self.state[stmt.name.value] = OTHER
 
     def if_statement(self, stmt: cst.If) -> None:
+        if _is_type_checking(stmt.test):
+            # Only the type checker reads this branch: `x = torch.Tensor(x)` there is a cast
+            # for mypy, never a call at run time.
+            if stmt.orelse is not None:
+                self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
+            return
         self.ev(stmt.test)
         before = dict(self.state)
         when_true, when_false = self.narrowing(stmt.test)
         self.state.update(when_true)
+        branch = self.branch_id()
+        self.arm_stack.append((branch, 0))
         self.block(stmt.body.body)
+        self.arm_stack[-1] = (branch, 1)
         after_body = self.state
         self.state = {**before, **when_false}
         if stmt.orelse is not None:
             self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
+        self.arm_stack.pop()
         self.state = join_states(after_body, self.state)
+
+    def branch_id(self) -> int:
+        """A new branch's id; 0 inside a loop, where one iteration may take one arm and
+        the next iteration another, so its arms are never exclusive."""
+        return 0 if self.loop_stack else next(self.counters.branches)
 
     def try_statement(self, stmt: cst.Try | cst.TryStar) -> None:
         before = dict(self.state)
@@ -126,9 +141,12 @@ class Interpreter(Context):
         self.ev(stmt.subject)
         before = dict(self.state)
         merged: State | None = None
-        for case in stmt.cases:
+        branch = self.branch_id()
+        for arm, case in enumerate(stmt.cases):
             self.state = dict(before)
+            self.arm_stack.append((branch, arm))
             self.block(list(statement_bodies(case)))
+            self.arm_stack.pop()
             merged = self.state if merged is None else join_states(merged, self.state)
         self.state = join_states(before, merged or before)
 
@@ -308,3 +326,9 @@ class Interpreter(Context):
             self.emit(Accumulate, stmt, name=key, value=added, value_node=stmt.value, before=before)
         if key:
             self.state[key] = after.but(fresh=False)
+
+
+def _is_type_checking(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.Name):
+        return test.value == "TYPE_CHECKING"
+    return isinstance(test, cst.Attribute) and test.attr.value == "TYPE_CHECKING" and isinstance(test.value, cst.Name) and test.value.value in ("typing", "typing_extensions")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from review_copies.analysis.semantics import api
+
 Facts = dict[str, Any]
 
 
@@ -59,7 +61,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
                 for arg in node.args:
                     for p in sorted(_names(arg) & param_set):
                         keeps.setdefault(p, [attr, node.lineno, "stores"])
-            if isinstance(owner, ast.Name) and owner.id in param_set and method.endswith("_") and not method.startswith("_"):
+            if isinstance(owner, ast.Name) and owner.id in param_set and api.is_inplace_method(method):
                 writes.add(owner.id)
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in param_set:
             returns.add(node.value.id)

@@ -19,7 +19,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 @dataclass(frozen=True)

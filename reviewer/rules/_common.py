@@ -90,7 +90,7 @@ def written_through(flow: FunctionFlow, name: str, after_line: int) -> cst.CSTNo
         def visit_Call(self, node: cst.Call) -> None:
             func = node.func
             method = func.attr.value if isinstance(func, cst.Attribute) else ""
-            if method.endswith("_") and not method.startswith("_") and through(func.value) and file.line_of(node) > after_line:  # type: ignore[attr-defined]
+            if api.is_inplace_method(method) and through(func.value) and file.line_of(node) > after_line:  # type: ignore[attr-defined]
                 found.append(node)
 
     flow.scope.node.visit(Find())

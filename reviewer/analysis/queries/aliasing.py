@@ -49,6 +49,8 @@ def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], excl
         if e.index >= event.index:
             break
         if isinstance(e, Bind) and not related(e.name):
+            if e.exclusive_with(event):
+                continue  # bound in another arm of a branch the event is in: never both
             if e.value.roots & roots and e.value.kind in (Kind.TENSOR, Kind.NDARRAY):
                 holders[e.name] = e.value
             else:
@@ -66,6 +68,8 @@ def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[st
     out = []
     for u in flow.after(event):
         if not (isinstance(u, Use) and u.name == name and u.value.roots & roots) or u.node is getattr(event, "target_node", None):
+            continue
+        if u.exclusive_with(event):
             continue
         if u.index < event.index and set(u.loops) & set(event.loops) & rebound_in:
             continue

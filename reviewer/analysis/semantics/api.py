@@ -149,8 +149,13 @@ GRAD_MODE_ON = frozenset(("torch.enable_grad", "torch.autograd.enable_grad"))
 
 
 def is_inplace_method(name: str) -> bool:
-    """`add_`, `zero_`... but not dunders (`__call__`) nor private helpers (`_foo`)."""
-    return len(name) > 1 and name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+    """`add_`, `zero_`...: an in-place method torch.Tensor really has.
+
+    A trailing underscore alone is only a naming habit: `boxes.transform_boxes_(m)` or
+    `mesh.offset_verts_(d)` belong to other classes (kornia's Boxes, pytorch3d's Meshes),
+    whose receivers are often named like tensors.
+    """
+    return len(name) > 1 and name.endswith("_") and not name.endswith("__") and not name.startswith("_") and name in tensor_methods()
 
 
 DTYPE_CONSTANTS = {
@@ -175,6 +180,12 @@ DTYPE_CONSTANTS = {
 @cache
 def _table() -> dict:
     return json.loads((Path(__file__).parent / "torch_api.json").read_text())
+
+
+@cache
+def tensor_methods() -> frozenset[str]:
+    """Every public method torch.Tensor has (from the table made with the pinned torch)."""
+    return frozenset().union(*_table()["tensor_methods"].values())
 
 
 def method_returns(name: str) -> str:

@@ -80,6 +80,19 @@ class WriteThroughPlainAlias(WriteThroughAlias):
             """,
             "no in-place write",
         ),
+        Valid(
+            """
+            import torch
+            def f(x: torch.Tensor, t: torch.Tensor, skip: bool):
+                out = torch.zeros(3)
+                if skip:
+                    out = x
+                else:
+                    out = x.add_(t)
+                return out
+            """,
+            "the alias and the write sit in different arms of one `if`: no run sees both",
+        ),
     )
     INVALID = (
         Invalid(
@@ -121,6 +134,34 @@ class WriteThroughPlainAlias(WriteThroughAlias):
                     running.mul_(0.5)
                 return total.sum(), running
             """,
+        ),
+        Invalid(
+            """
+            import torch
+            def f(xs: list[torch.Tensor]):
+                x = torch.zeros(3)
+                ref = None
+                for i, b in enumerate(xs):
+                    if i == 0:
+                        ref = x
+                    else:
+                        x.add_(b)
+                return ref
+            """,
+            line=9,
+            fix="""
+            import torch
+            def f(xs: list[torch.Tensor]):
+                x = torch.zeros(3)
+                ref = None
+                for i, b in enumerate(xs):
+                    if i == 0:
+                        ref = x.clone()
+                    else:
+                        x.add_(b)
+                return ref
+            """,
+            note="inside a loop the arms are not exclusive: a later iteration writes what an earlier one aliased",
         ),
     )
 

@@ -182,6 +182,16 @@ class InplaceOnArgument(Rule):
             """,
             "the model is not used after the export that consumed its weights",
         ),
+        Valid(
+            """
+            import torch
+            def apply_boxes(boxes, transform: torch.Tensor):
+                before = boxes.clone()
+                out = boxes.transform_boxes_(transform)
+                return out, before
+            """,
+            "`transform_boxes_` is no torch.Tensor method: a trailing underscore is only a naming habit",
+        ),
     )
     INVALID = (
         Invalid(

@@ -170,7 +170,7 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
             while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
                 method = call.func.attr.value
                 receiver = call.func.value
-                if isinstance(receiver, cst.Name) and receiver.value in params and method.endswith("_") and not method.startswith("_"):
+                if isinstance(receiver, cst.Name) and receiver.value in params and api.is_inplace_method(method):
                     out.append((node, receiver.value))
                     return
                 call = receiver

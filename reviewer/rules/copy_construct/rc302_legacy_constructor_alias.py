@@ -71,6 +71,18 @@ class LegacyConstructorAlias(Rule):
                 return torch.FloatTensor(values)
             """
         ),
+        Valid(
+            """
+            from typing import TYPE_CHECKING
+            import torch
+            def f(x: torch.Tensor):
+                uvs = 1.0 - x[:, [1, 0]]
+                if TYPE_CHECKING:
+                    uvs = torch.Tensor(uvs)
+                return uvs
+            """,
+            "a cast for the type checker: the branch never runs",
+        ),
     )
     INVALID = (
         Invalid(

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, FunctionFlow, Store, Use
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Store, Use
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -69,6 +70,19 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "each copy is kept",
         ),
+        Valid(
+            """
+            import torch
+            def f(meshes, offsets: torch.Tensor):
+                areas = []
+                for offset in offsets:
+                    moved = meshes.clone()
+                    moved.offset_verts_(offset)
+                    areas.append(moved.area().sum().item())
+                return areas
+            """,
+            "`meshes` is no tensor (a structure with its own `clone`): `empty_like` would not fit it",
+        ),
     )
     INVALID = (
         Invalid(
@@ -104,9 +118,21 @@ class PerIterationCloneIntoNewTensor(Rule):
             used_after = any(isinstance(e, Use) and e.name == bind.name and e.line > loop.end for e in flow.events)
             if kept or used_after or bind.value.kind is not Kind.TENSOR:
                 continue
+            if _used_as_other_class(flow, {src_name, bind.name}):
+                continue  # `mesh.clone()`, `cameras.clone()`: other classes clone too, and `empty_like` fits only tensors
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
                 f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
+
+
+def _used_as_other_class(flow: FunctionFlow, names: set[str]) -> bool:
+    """Is one of `names` called with a method torch.Tensor does not have (`offset_verts_`,
+    `transform_boxes_`, `get_world_to_view_transform`)?"""
+    for call in flow.of(Call):
+        func = call.call.func
+        if isinstance(func, cst.Attribute) and name_of(func.value) in names and func.attr.value not in api.tensor_methods():
+            return True
+    return False
