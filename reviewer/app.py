@@ -4,6 +4,7 @@ stages the settings ask for, write the report, say the exit status."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -21,7 +22,10 @@ from review_copies.sandbox.verify.stage import SandboxStage
 from review_copies.source.changes import ChangeSet
 
 
-def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) -> tuple[Report, tuple[type[Rule], ...]]:
+def review_changeset(
+    settings: Settings, changeset: ChangeSet, stderr: IO[str], progress: Callable[[int], None] | None = None
+) -> tuple[Report, tuple[type[Rule], ...]]:
+    """`progress`, when given, hears the number of files reviewed so far."""
     rules = select_rules(settings.select, settings.ignore)
     stages: list[Stage] = []
     if settings.offline:
@@ -39,20 +43,24 @@ def review_changeset(settings: Settings, changeset: ChangeSet, stderr: IO[str]) 
         ))
     # The index's facts are cached where the other caches are (never in the reviewed repository).
     index_cache = resolve_cache_dir(None, "index", "index", config_root(settings.change), dict(os.environ))
-    options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline, index_cache=str(index_cache) if index_cache else None)
+    options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline, index_cache=str(index_cache) if index_cache else None, progress=progress)
     return review(changeset, options, stages), rules
 
 
-def write_report(settings: Settings, report: Report, rules: tuple[type[Rule], ...], description: str, stdout: IO[str], color: bool = False) -> None:
-    text = render(report, settings.fmt, RenderContext(rules=rules, color=color, description=description))
+def write_report(settings: Settings, report: Report, ctx: RenderContext, stdout: IO[str]) -> None:
+    text = render(report, settings.fmt, ctx)
     if settings.output:
-        try:
-            Path(settings.output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {settings.output}: {exc.strerror}") from None
+        write_text(settings.output, text)
     else:
         stdout.write(text)
         stdout.flush()
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def exit_status(report: Report, fail_on: str) -> int:

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from typing import IO, NoReturn
 
 from review_copies import __version__, config, output
-from review_copies.app import exit_status, review_changeset, write_report
+from review_copies.app import exit_status, review_changeset, write_report, write_text
 from review_copies.github import post_review
 from review_copies.github.runner_outputs import step_outputs, write_outputs
 from review_copies.model.errors import UsageError
 from review_copies.model.settings import DEFAULT_KEEP_WARM, DEFAULT_MODEL, DEFAULT_SANDBOX_BUDGET, DEVICES, FAIL_ON, PROG, ChangeSpec, FileConfig, Settings
+from review_copies.output import RenderContext
+from review_copies.output.catalogue import rule_page, rules_table, statistics
+from review_copies.output.common import shown_path
+from review_copies.output.progress import Progress
+from review_copies.review.apply import FixResult, apply_fixes
+from review_copies.rules import all_rules, known_selector, rule_by_code
 from review_copies.source.changes import build_changeset
 
 
@@ -33,6 +40,17 @@ def _seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0: {text!r}")
     return value
+
+
+COLOR_MODES = ("auto", "always", "never")
+
+
+def _selectors(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    for name in names:
+        if not known_selector(name):
+            raise argparse.ArgumentTypeError(f"'{name}' is no category or rule (see `{PROG} rules`)")
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the most sandbox time one review may take (default: {DEFAULT_SANDBOX_BUDGET:g}); findings past it are shown unverified",
     )
     p.add_argument("--fail-on", choices=FAIL_ON, help="exit 1 when a finding is at or above this severity (default: warning)")
+    p.add_argument("--select", metavar="CODES", action="append", type=_selectors, help="only these rules or categories, comma-separated (replaces the configuration's select)")
+    p.add_argument("--ignore", metavar="CODES", action="append", type=_selectors, help="leave out these rules or categories, comma-separated (replaces the configuration's ignore)")
+    p.add_argument("--fix", action="store_true", help="apply the reported findings' suggestions to the working tree (never a refuted one) and report what is left")
+    p.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead of the findings")
+    p.add_argument("--explain", "--show-docs", action="store_true", help="after the findings, explain each rule that found something")
+    p.add_argument("--color", choices=COLOR_MODES, default="auto", help="colour the text report: auto (a terminal, unless NO_COLOR is set), always, never")
     p.add_argument("--post-review", action="store_true", help="post the findings as one review on the GitHub pull request")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
@@ -80,8 +104,8 @@ def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dic
         device=args.device or file_config.device or "auto",
         fail_on=args.fail_on or file_config.fail_on or "warning",
         post_review=args.post_review,
-        select=file_config.select,
-        ignore=file_config.ignore,
+        select=_flat(args.select) if args.select else file_config.select,
+        ignore=_flat(args.ignore) if args.ignore else file_config.ignore,
         exclude=file_config.exclude,
         llm=file_config.llm,
         sandbox_budget=args.sandbox_budget or file_config.sandbox_budget or DEFAULT_SANDBOX_BUDGET,
@@ -89,7 +113,15 @@ def resolve_settings(args: argparse.Namespace, file_config: FileConfig, env: dic
         sandbox_unsafe_local=args.sandbox == "unsafe-local",
         untrusted=untrusted_repository(args, env),
         sandbox_keep_warm=file_config.sandbox_keep_warm if file_config.sandbox_keep_warm is not None else (0.0 if env.get("CI") else DEFAULT_KEEP_WARM),
+        color=args.color,
+        explain=args.explain,
+        statistics=args.statistics,
+        fix=args.fix,
     )
+
+
+def _flat(groups: list[tuple[str, ...]]) -> tuple[str, ...]:
+    return tuple(name for group in groups for name in group)
 
 
 SANDBOX_MODES = ("isolated", "unsafe-local")
@@ -102,19 +134,62 @@ def untrusted_repository(args: argparse.Namespace, env: dict[str, str]) -> bool:
 
 
 def _use_color(settings: Settings, stream: IO[str]) -> bool:
-    if settings.fmt != "text" or settings.output:
+    if settings.fmt != "text" or settings.output or settings.color == "never":
         return False
+    if settings.color == "always":
+        return True
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
-    return bool(os.environ.get("FORCE_COLOR")) or (hasattr(stream, "isatty") and stream.isatty())
+    return bool(os.environ.get("FORCE_COLOR")) or _is_terminal(stream)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _width(stream: IO[str]) -> int:
+    """The terminal's columns (COLUMNS wins, as for every tool); 100 off a terminal."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if _is_terminal(stream):
+        return shutil.get_terminal_size((100, 24)).columns
+    return 100
+
+
+def _check_combinations(settings: Settings) -> None:
+    if settings.fix and (settings.post_review or settings.change.head or settings.change.diff):
+        raise UsageError("--fix changes the working tree: use it on a review of the working tree (no --head, --diff or --post-review)")
+    if settings.statistics and settings.fmt != "text":
+        raise UsageError("--statistics prints a text table: leave out --format")
 
 
 def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
+    _check_combinations(settings)
     if settings.post_review:
         return post_review(settings, stdout, stderr)
     changeset = build_changeset(settings.change)
-    report, rules = review_changeset(settings, changeset, stderr)
-    write_report(settings, report, rules, changeset.description, stdout, _use_color(settings, stdout))
+    progress = Progress(stderr) if _is_terminal(stderr) else None
+    try:
+        report, rules = review_changeset(settings, changeset, stderr, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if settings.fix:
+        if changeset.root is None:
+            raise UsageError("--fix needs a repository or a folder to write into")
+        result = apply_fixes(report, changeset.root)
+        report = result.report
+        stderr.write(fix_summary(result))
+    if settings.statistics:
+        text = statistics(report.findings, rules)
+        if settings.output:
+            write_text(settings.output, text)
+        else:
+            stdout.write(text)
+    else:
+        ctx = RenderContext(rules=rules, color=_use_color(settings, stdout), description=changeset.description, width=_width(stdout), explain=settings.explain)
+        write_report(settings, report, ctx, stdout)
     if os.environ.get("GITHUB_OUTPUT"):
         # Inside a GitHub Actions step: the finding counts become the step's outputs.
         problem = write_outputs(os.environ["GITHUB_OUTPUT"], step_outputs(report))
@@ -123,10 +198,42 @@ def run(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     return exit_status(report, settings.fail_on)
 
 
+def fix_summary(result: FixResult) -> str:
+    if not result.fixed and not result.skipped:
+        return f"{PROG}: no suggestion to apply\n"
+    files = len(result.files)
+    out = [f"{PROG}: fixed {len(result.fixed)} finding{'s' * (len(result.fixed) != 1)} in {files} file{'s' * (files != 1)}"]
+    for f in sorted(result.fixed, key=lambda f: (f.path, f.line, f.rule)):
+        out.append(f"  fixed {shown_path(f.path)}:{f.line} {f.rule}")
+    for f, why in result.skipped:
+        out.append(f"  left {shown_path(f.path)}:{f.line} {f.rule}: {why}")
+    return "\n".join(out) + "\n"
+
+
+def run_catalogue(argv: Sequence[str], stdout: IO[str]) -> int:
+    """`review-copies rules` and `review-copies rule CODE`."""
+    if argv[0] == "rules":
+        if len(argv) > 1:
+            raise UsageError(f"`{PROG} rules` takes no argument; `{PROG} rule CODE` explains one rule")
+        stdout.write(rules_table(all_rules()))
+        return 0
+    if len(argv) != 2:
+        raise UsageError(f"usage: {PROG} rule CODE (one of: {', '.join(r.code for r in all_rules())})")
+    rule = rule_by_code(argv[1].upper())
+    if rule is None:
+        raise UsageError(f"no rule {argv[1]!r} (`{PROG} rules` lists them)")
+    stdout.write(rule_page(rule))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv and argv[0] in ("rules", "rule"):
+            # A folder named like a subcommand is reviewed as `./rules`.
+            return run_catalogue(argv, stdout)
         args = build_parser().parse_args(argv)
         file_config = config.load(config.config_root(ChangeSpec(repo=args.repo)))
         settings = resolve_settings(args, file_config, dict(os.environ))

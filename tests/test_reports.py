@@ -79,9 +79,12 @@ def test_text_report_without_colour_off_a_terminal(changed: Repo) -> None:
     assert "pkg/m.py:5:9: RC301 copy-construct [warning]" in out
     assert "    -     y = torch.tensor(x)" in out and "    +     y = x.detach().clone()" in out
     assert "sandbox not run" in out
-    # Each rule's docstring renders as its explanation.
-    assert "Explanations:" in out and "Why is this bad?:" in out
+    # The explanations wait for --explain: five findings should not bring 140 lines of docs.
+    assert "Explanations:" not in out and "review-copies rule CODE" in out
     assert out.rstrip().splitlines()[-1].startswith("2 findings (1 error, 1 warning)")
+    explained = run_cli("--repo", str(changed.path), "--explain", *OFF).out
+    # Each rule's docstring renders as its explanation.
+    assert "Explanations:" in explained and "Why is this bad?:" in explained
 
 
 def test_text_report_colour_on_a_terminal(changed: Repo) -> None:

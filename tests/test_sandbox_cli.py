@@ -14,6 +14,7 @@ import pytest
 from review_copies import config
 from review_copies.app import review_changeset, write_report
 from review_copies.cli import build_parser, main, resolve_settings
+from review_copies.output import RenderContext
 from review_copies.rules import all_rules
 from review_copies.source.changes import build_changeset
 
@@ -149,7 +150,7 @@ def test_text_markdown_sarif_and_github_show_the_verdict(repo: Path) -> None:
     }
     for fmt, marker in markers.items():
         out = io.StringIO()
-        write_report(replace(settings, fmt=fmt), report, rules, changeset.description, out)
+        write_report(replace(settings, fmt=fmt), report, RenderContext(rules=rules, description=changeset.description), out)
         text = out.getvalue()
         assert marker in text, fmt
         assert "shares memory with input `x`" in text.replace("\n  ", " "), fmt

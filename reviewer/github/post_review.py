@@ -18,6 +18,7 @@ from review_copies.github.delivery import Job, deliver
 from review_copies.github.diff_positions import diff_map
 from review_copies.model.errors import UsageError
 from review_copies.model.settings import ChangeSpec, Settings
+from review_copies.output import RenderContext
 from review_copies.review import fixes
 from review_copies.source.changes import Change, RevisionSource, build_changeset, merge_base, open_repo
 
@@ -57,7 +58,7 @@ def post_review(settings: Settings, stdout: IO[str], stderr: IO[str]) -> int:
     change = replace(req, repo=root, base=pr.base_sha, head=pr.head_sha)
     changeset = build_changeset(change)
     report, rules = review_changeset(replace(settings, change=change), changeset, stderr)
-    write_report(settings, report, rules, changeset.description, stdout)
+    write_report(settings, report, RenderContext(rules=rules, description=changeset.description, explain=settings.explain), stdout)
     # The whole diff, not only the reviewed paths: it is what GitHub lets us comment on.
     diff = diff_map(build_changeset(ChangeSpec(repo=root, base=pr.base_sha, head=pr.head_sha)).changes)
     client = GitHubClient(actions.api_url, actions.token, actions.graphql_url, RetryPolicy.from_env(os.environ)) if actions.token else None

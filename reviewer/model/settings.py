@@ -110,3 +110,11 @@ class Settings:
     # The change may be a stranger's (GitHub Actions, --post-review): its configuration may
     # not route secrets, and running its code never removes a static finding.
     untrusted: bool = False
+    # Terminal habits: colour "auto" (a terminal, unless NO_COLOR) / "always" / "never";
+    # the rules' explanations after the findings; counts per rule instead of findings.
+    color: str = "auto"
+    explain: bool = False
+    statistics: bool = False
+    # `--fix`: apply the suggestions of the findings reported (never of refuted ones) to the
+    # working tree, and report what is left.
+    fix: bool = False

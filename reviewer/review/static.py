@@ -36,6 +36,8 @@ class StaticOptions:
     workers: int = 0  # 0: one per core
     # Where the repository index caches what it read (None: no cache).
     index_cache: str | None = None
+    # Hears the number of files reviewed so far (a progress line on a terminal).
+    progress: Callable[[int], None] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,9 @@ def run_static(changeset: ChangeSet, options: StaticOptions, first_finding: Call
     hunks: list[TensorHunk] = []
     texts: dict[str, str] = {}
     workers = options.workers or (os.cpu_count() or 1)
-    for job, result in _results(_jobs(changeset, options, tally, notes), workers):
+    for done, (job, result) in enumerate(_results(_jobs(changeset, options, tally, notes), workers), start=1):
+        if options.progress is not None:
+            options.progress(done)
         tally.without_torch += not result.mentions_torch
         tally.suppressed += result.suppressed
         if result.findings and not findings and first_finding is not None:
