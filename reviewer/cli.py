@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import IO, NoReturn
 
 from review_copies import __version__, config, output
@@ -24,6 +25,7 @@ from review_copies.output.progress import Progress
 from review_copies.review.apply import FixResult, apply_fixes
 from review_copies.rules import all_rules, known_selector, rule_by_code
 from review_copies.source.changes import build_changeset
+from review_copies.source.hook import pre_commit_change
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead of the findings")
     p.add_argument("--explain", "--show-docs", action="store_true", help="after the findings, explain each rule that found something")
     p.add_argument("--color", choices=COLOR_MODES, default="auto", help="colour the text report: auto (a terminal, unless NO_COLOR is set), always, never")
+    p.add_argument(
+        "--pre-commit", action="store_true",
+        help="run as a pre-commit hook: the staged change of the files given, what --to-ref changed since --from-ref, or the files whole under --all-files",
+    )
     p.add_argument("--post-review", action="store_true", help="post the findings as one review on the GitHub pull request")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return p
@@ -237,6 +243,8 @@ def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stder
         args = build_parser().parse_args(argv)
         file_config = config.load(config.config_root(ChangeSpec(repo=args.repo)))
         settings = resolve_settings(args, file_config, dict(os.environ))
+        if args.pre_commit:
+            settings = replace(settings, change=pre_commit_change(settings.change, os.environ))
         if file_config.base_url and not args.base_url and settings.untrusted:
             stderr.write(f"{PROG}: warning: base-url in the reviewed repository's configuration is ignored here (GitHub Actions or --post-review): "
                          "a pull request may not choose where the API key goes; set --base-url or OPENAI_BASE_URL in the workflow\n")

@@ -227,3 +227,15 @@ def test_the_pre_commit_hooks_review_the_staged_change_offline(tmp_path: Path) -
         staged = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert staged.returncode == 1 and "RC301" in staged.stdout, staged.stderr
         assert "OPENAI_API_KEY" not in staged.stderr, "--offline: not even a word about the model"
+
+
+def test_zizmor_finds_nothing_in_the_action_and_the_example_workflows() -> None:
+    """Every third-party action pinned by commit SHA, no injection, no secret-routing
+    write to GITHUB_ENV/GITHUB_PATH: zizmor's offline audits, as a user's security scan would run them."""
+    exe = Path(sys.executable).parent / "zizmor"
+    if not exe.exists():
+        pytest.skip("zizmor is not installed (pip install -e '.[test]')")
+    files = [ROOT / "action.yml", *sorted((ROOT / "examples").rglob("*.yml"))]
+    result = subprocess.run([str(exe), "--offline", "--no-progress", *map(str, files)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout + result.stderr

@@ -81,7 +81,7 @@ def test_text_report_without_colour_off_a_terminal(changed: Repo) -> None:
     assert "sandbox not run" in out
     # The explanations wait for --explain: five findings should not bring 140 lines of docs.
     assert "Explanations:" not in out and "review-copies rule CODE" in out
-    assert out.rstrip().splitlines()[-1].startswith("2 findings (1 error, 1 warning)")
+    assert out.rstrip().split("\n\n")[-1].splitlines()[-1].startswith("2 findings (1 error, 1 warning)") or "\n2 findings (1 error, 1 warning) — " in out
     explained = run_cli("--repo", str(changed.path), "--explain", *OFF).out
     # Each rule's docstring renders as its explanation.
     assert "Explanations:" in explained and "Why is this bad?:" in explained
@@ -139,3 +139,14 @@ def test_no_key_means_offline_said_once(changed: Repo) -> None:
     result = run_process("--repo", str(changed.path), "--no-sandbox")
     assert result.err.count("OPENAI_API_KEY is not set") == 1
     assert result.code == 1
+
+
+def test_sarif_uris_are_percent_encoded(repo: Repo) -> None:
+    repo.write("my pkg/100%/m.py", "import torch\n")
+    repo.commit()
+    repo.write("my pkg/100%/m.py", CHANGE)
+    sarif = json.loads(run_cli("--repo", str(repo.path), "--format", "sarif", *OFF).out)
+    jsonschema.validate(sarif, _sarif_schema())
+    results = sarif["runs"][0]["results"]
+    assert results and {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"my%20pkg/100%25/m.py"}
+    assert results[0]["fixes"][0]["artifactChanges"][0]["artifactLocation"]["uri"] == "my%20pkg/100%25/m.py"

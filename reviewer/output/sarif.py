@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from review_copies import __version__
 from review_copies.model.findings import CATEGORY_SUMMARY, Category, Finding, Severity
@@ -43,10 +44,16 @@ def _llm_rule_entry(rule_id: str, category: Category) -> dict[str, Any]:
     }
 
 
+def artifact_uri(path: str) -> str:
+    """A relative URI reference (RFC 3986), as SARIF requires: a space is `%20`, a `%` is
+    `%25`, and a `#` or `?` does not end the path."""
+    return quote(path, safe="/")
+
+
 def _result(f: Finding, index: int) -> dict[str, Any]:
     location = {
         "physicalLocation": {
-            "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
+            "artifactLocation": {"uri": artifact_uri(f.path), "uriBaseId": "%SRCROOT%"},
             "region": {"startLine": f.line, "endLine": f.end_line, "startColumn": max(f.column, 1)},
         }
     }
@@ -70,7 +77,7 @@ def _result(f: Finding, index: int) -> dict[str, Any]:
                 "description": {"text": f"Replace lines {s.start_line}-{s.end_line}"},
                 "artifactChanges": [
                     {
-                        "artifactLocation": {"uri": f.path, "uriBaseId": "%SRCROOT%"},
+                        "artifactLocation": {"uri": artifact_uri(f.path), "uriBaseId": "%SRCROOT%"},
                         "replacements": [
                             {
                                 "deletedRegion": {"startLine": s.start_line, "startColumn": 1, "endLine": s.end_line + 1, "endColumn": 1},

@@ -86,6 +86,12 @@ def _caret_span(text: str, column: int) -> tuple[int, int]:
     return start, end
 
 
+def _hanging(text: str, width: int, indent: str) -> list[str]:
+    """`text` wrapped to `width`, its first line at `indent` and the rest two columns in."""
+    lines = _wrap(text, width - len(indent) - 2)
+    return [f"{indent}{lines[0]}", *(f"{indent}  {line}" for line in lines[1:])] if lines else []
+
+
 def _wrap(text: str, width: int) -> list[str]:
     width = max(width, 40)
     words, lines, current = text.split(), [], ""
@@ -113,14 +119,15 @@ def render(report: Report, ctx: RenderContext) -> str:
         out.append(paint(f"Not posted ({len(report.dropped)}):", "bold"))
         for d in report.dropped:
             f = d.finding
-            out.append(f"  {shown_path(f.path)}:{f.line}: {f.rule or f.category_label} {f.category_label}: {d.reason}")
+            out += _hanging(f"{shown_path(f.path)}:{f.line}: {f.rule or f.category_label} {f.category_label}: {d.reason}", ctx.width, "  ")
         out.append("")
     if report.notes:
         out.append(paint("Notes:", "bold"))
-        out += [f"  {note}" for note in report.notes]
+        for note in report.notes:
+            out += _hanging(str(note), ctx.width, "  ")
         out.append("")
     for line in report.coverage:
-        out.append(paint(f"Coverage: {line}", "dim"))
+        out += [paint(part, "dim") for part in _hanging(f"Coverage: {line}", ctx.width, "")]
     if report.coverage:
         out.append("")
     used = rules_used(report, ctx.rules) if ctx.explain else []
@@ -132,5 +139,7 @@ def render(report: Report, ctx: RenderContext) -> str:
             out.append("")
     if report.findings and not ctx.explain:
         out.append(paint(f"What a rule finds and why: `{PROG} rule CODE`, or --explain.", "dim"))
-    out.append(paint(headline(report), "bold") + f" — {stats_line(report.stats)}")
+    summary = _hanging(f"{headline(report)} — {stats_line(report.stats)}", ctx.width, "")
+    out.append(summary[0].replace(headline(report), paint(headline(report), "bold"), 1))
+    out += summary[1:]
     return no_workflow_commands("\n".join(out) + "\n")

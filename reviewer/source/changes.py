@@ -368,7 +368,7 @@ def _outside_git(repo: git.Repo, path: Path) -> bool:
         return False
 
 
-def _pathspecs(repo: git.Repo, paths: Sequence[str]) -> list[str]:
+def pathspecs(repo: git.Repo, paths: Sequence[str]) -> list[str]:
     if repo.working_tree_dir is None:
         if paths:
             raise UsageError("PATH filters need a repository with a working tree")
@@ -395,7 +395,7 @@ def _working_root(repo: git.Repo) -> Path:
 
 def _from_working_tree(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
     root = _working_root(repo)
-    specs = _pathspecs(repo, req.paths)
+    specs = pathspecs(repo, req.paths)
     if req.all:
         return ChangeSet(root, "whole files of the working tree", _tree_files(repo, None, specs), WorkingTreeSource(root), repo, _working_files(repo, root))
     against = "HEAD" if has_commits(repo) else EMPTY_TREE
@@ -410,7 +410,7 @@ def _from_working_tree(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
 
 
 def _from_revisions(repo: git.Repo, req: ChangeSpec) -> ChangeSet:
-    specs = _pathspecs(repo, req.paths) if req.paths else []
+    specs = pathspecs(repo, req.paths) if req.paths else []
     head = resolve_commit(repo, req.head) if req.head else None
     if req.base is None:
         assert head is not None
