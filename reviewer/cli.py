@@ -21,6 +21,7 @@ from review_copies.model.settings import DEFAULT_KEEP_WARM, DEFAULT_MODEL, DEFAU
 from review_copies.output import RenderContext
 from review_copies.output.catalogue import rule_page, rules_table, statistics
 from review_copies.output.common import shown_path
+from review_copies.output.context import NO_WRAP
 from review_copies.output.progress import Progress
 from review_copies.review.apply import FixResult, apply_fixes
 from review_copies.rules import all_rules, known_selector, rule_by_code
@@ -154,13 +155,14 @@ def _is_terminal(stream: IO[str]) -> bool:
 
 
 def _width(stream: IO[str]) -> int:
-    """The terminal's columns (COLUMNS wins, as for every tool); 100 off a terminal."""
+    """The terminal's columns (COLUMNS wins, as for every tool). Off a terminal nothing is
+    wrapped, as ruff does: a CI log or a pipe gets one line per sentence, easy to grep."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     if _is_terminal(stream):
         return shutil.get_terminal_size((100, 24)).columns
-    return 100
+    return NO_WRAP
 
 
 def _check_combinations(settings: Settings) -> None:

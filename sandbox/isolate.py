@@ -69,6 +69,12 @@ _FLAG_BITS = {
 }
 # Emptied in the probe's view: sockets of other programs (docker, ssh-agent, dbus) live here.
 MASKED_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+# Where checkouts, home directories and their secrets live (a runner's
+# /home/runner/work/<repo>, a container job's /__w, a developer's ~/src): hidden in the
+# probe's view, all but the interpreter's own files, together with the reviewer's working
+# directory. A probe has the code it runs; it has no business reading the checkout
+# (`.git/config` may hold a token) or anything beside it.
+PRIVATE_ROOTS = ("/home", "/root", "/work", "/workspace", "/workspaces", "/__w", "/github", "/mnt", "/media", "/srv", "/opt/actions-runner")
 # The uid a root-started probe runs as: far above any real account, one per zygote.
 PROBE_UID_BASE = 1_900_000_000
 
@@ -190,6 +196,61 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH", b"lo", flags | iff_up))
 
 
+def _private_roots() -> list[str]:
+    """PRIVATE_ROOTS that exist and the reviewer's working directory, outermost only."""
+    found: list[str] = []
+    for candidate in (*PRIVATE_ROOTS, os.getcwd()):
+        if not os.path.isdir(candidate) or os.path.islink(candidate):
+            continue
+        real = os.path.realpath(candidate)
+        if real == "/" or any(real == f or real.startswith(f + os.sep) for f in found):
+            continue
+        found = [f for f in found if not f.startswith(real + os.sep)] + [real]
+    return sorted(found)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory + os.sep)
+
+
+def hide_private(keep: list[str]) -> None:
+    """Cover each private root in this mount namespace: wholly with an empty read-only tmpfs
+    when nothing the probe needs lies inside, else everything beside the way to what it
+    needs (directories under an empty tmpfs, files under /dev/null). Names stay listable;
+    no content does."""
+    keep = sorted({os.path.realpath(k) for k in keep})
+    for root in _private_roots():
+        inside = [k for k in keep if _inside(k, root)]
+        if root in inside:
+            continue  # the interpreter itself lives there: nothing to cover
+        if not inside:
+            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
+        else:
+            mask_around(root, inside)
+
+
+def mask_around(directory: str, keep: list[str]) -> None:
+    """Cover every entry of `directory` except those on the way to a `keep` path."""
+    wanted = {k[len(directory) + 1 :].split(os.sep)[0] for k in keep if k != directory}
+    with os.scandir(directory) as entries:
+        listed = sorted(entries, key=lambda e: e.name)
+    for entry in listed:
+        path = entry.path
+        if entry.name in wanted:
+            below = [k for k in keep if k.startswith(path + os.sep)]
+            if path not in keep and below and entry.is_dir(follow_symlinks=False):
+                mask_around(path, below)
+            continue
+        if entry.is_symlink():
+            continue  # it points somewhere covered (or public) on its own account
+        if entry.is_dir(follow_symlinks=False):
+            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
+        else:
+            # Files, sockets, fifos: /dev/null over them reads empty and accepts no connection.
+            mount("/dev/null", path, None, MS_BIND)
+            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
 def _blocked_ancestor(path: str) -> tuple[str, str] | None:
     """The first directory on the way to path that others may not traverse, and its child."""
     current = "/"
@@ -247,10 +308,17 @@ def enter_namespaces(caps: Capabilities, workdir: str, tmpfs_bytes: int, need: l
     if caps.uid_drop:
         expose(need, workdir + ".stage")
     _readonly_everything()
+    # What a probe needs: the interpreter, its libraries and packages, its own directories.
+    needed = [*need, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(workdir), workdir + ".stage", workdir]
+    hide_private(needed)
     owner = caps.probe_uid if caps.uid_drop and caps.probe_uid is not None else (0 if caps.user_namespace else uid)
     tmp_masked = False
     for directory in MASKED_DIRS:
         if not _maskable(directory, keep):
+            real = os.path.realpath(directory)
+            if os.path.isdir(directory) and not os.path.islink(directory):
+                # The interpreter (or this project) lives inside: cover everything else there.
+                mask_around(real, sorted({os.path.realpath(n) for n in needed if _inside(os.path.realpath(n), real)}) or [real])
             continue
         if directory == "/tmp":
             mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_bytes},mode=0700,uid={owner},gid={owner if caps.uid_drop else 0}")
@@ -272,6 +340,7 @@ def enter_probe(caps: Capabilities, workdir: str, limits: Limits, cuda: bool) ->
         with contextlib.suppress(OSError):
             _loopback_up()
     os.chdir(workdir)
+    new_session_keyring()
     # PID 1 of a namespace ignores signals left at their default action, the CPU
     # limit's SIGXCPU and SIGKILL included: a handler makes the soft limit stop it.
     signal.signal(signal.SIGXCPU, lambda *_: os._exit(128 + signal.SIGXCPU))
@@ -281,6 +350,21 @@ def enter_probe(caps: Capabilities, workdir: str, limits: Limits, cuda: bool) ->
         os.setresgid(caps.probe_uid, caps.probe_uid, caps.probe_uid)
         os.setresuid(caps.probe_uid, caps.probe_uid, caps.probe_uid)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+# keyctl(2) by syscall number (glibc has no wrapper; libkeyutils may be absent).
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def new_session_keyring() -> None:
+    """Leave the reviewer's session keyring for a new, empty one: a process possesses the
+    keys of the keyring it holds, and may read them whatever uid it runs as."""
+    if _SYS_KEYCTL is None:
+        return
+    _libc.syscall.restype = ctypes.c_long
+    # ENOSYS/EPERM (no keyrings in this kernel or container): there is then nothing to leave.
+    _libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None)
 
 
 def set_limits(limits: Limits, cuda: bool) -> None:

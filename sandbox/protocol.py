@@ -221,6 +221,9 @@ class WatchReport:
     copy_bytes: int = 0
     # A value the line bound or wrote was attached to the autograd graph (had a grad_fn).
     attached: bool = False
+    # Autograd nodes of finished steps (their backward already ran) reachable from what the
+    # line bound: at its first run with a graph and at its latest measured run.
+    spent: tuple[int, int] = (0, 0)
     calls: tuple[LineCall, ...] = ()
     # Input tensors changed by the later in-place step (what a snapshot must not follow).
     bumped: int = 0

@@ -22,7 +22,9 @@ DATA = Path(__file__).parent / "llm_data"
 Handler = Callable[[dict[str, Any], int], Response]
 
 
-def completion(content: str, prompt_tokens: int | None = 900, completion_tokens: int | None = 120, finish_reason: str = "stop") -> Response:
+def completion(
+    content: str, prompt_tokens: int | None = 900, completion_tokens: int | None = 120, finish_reason: str = "stop", cached_tokens: int | None = None
+) -> Response:
     body: dict[str, Any] = {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -32,6 +34,9 @@ def completion(content: str, prompt_tokens: int | None = 900, completion_tokens:
     }
     if prompt_tokens is not None and completion_tokens is not None:
         body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+        if cached_tokens is not None:
+            # As OpenAI reports a prompt prefix it had cached.
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     return Response(json.dumps(body), status=200, content_type="application/json")
 
 

@@ -18,7 +18,9 @@ _WORKER: Sandbox | None = None
 def worker() -> Sandbox:
     global _WORKER
     if _WORKER is None or not _WORKER.alive:
-        _WORKER = Sandbox(Limits(wall_seconds=20, cpu_seconds=15))
+        # CPU time bounds a probe; the wall-clock limit only catches one that sleeps, and is
+        # generous because a loaded 2-core machine gives a probe a fraction of a core.
+        _WORKER = Sandbox(Limits(wall_seconds=120, cpu_seconds=15))
         _WORKER.start()
         atexit.register(_WORKER.close)
     return _WORKER

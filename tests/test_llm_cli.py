@@ -4,6 +4,7 @@ client, and a fake OpenAI-compatible server over real HTTP replaying recorded an
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 
@@ -260,3 +261,17 @@ def test_every_report_format_carries_the_coverage_line(tmp_path: Path, fake: Fak
     repo = _repo(tmp_path)
     result = review(repo, "--format", fmt, "--offline")
     assert "LLM review: off (--offline); the static rules alone reviewed 3 tensor hunks" in result.stdout
+
+
+def test_the_prefix_the_server_had_cached_is_reported(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """Every request starts with the same fixed text, so a hosted API serves it from its
+    prefix cache: the report says how many prompt tokens came from there."""
+    repo = _repo(tmp_path, **{"llm-cache-dir": ""})
+    fake.handler = lambda body, n: completion(recorded("nothing.json"), prompt_tokens=1000, completion_tokens=100, cached_tokens=0 if n % 2 == 0 else 768)
+    result = review(repo, "--base-url", fake.url, "--model", "fake-model", "--format", "json")
+    stats = json.loads(result.stdout)["stats"]
+    assert stats["prompt_tokens"] == 2000 and stats["llm_cached_prompt_tokens"] == 768
+    bodies = [b["messages"][0]["content"] for b in fake.bodies]
+    assert len(bodies) == 2 and bodies[0] == bodies[1], "the system message (the cacheable prefix) differs between requests"
+    text = review(repo, "--base-url", fake.url, "--model", "fake-model").stdout
+    assert "2000 prompt (768 from the server's prefix cache) + 200 completion tokens" in text

@@ -10,9 +10,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -80,6 +83,31 @@ def scribble(x):
     raise RuntimeError("write=" + ",".join(results))
 '''
 
+READ = '''
+def peek(x):
+    results = []
+    for path in __TARGETS__:
+        try:
+            with open(path, "rb") as fh:
+                results.append("readable" if fh.read() else "empty")
+        except OSError as exc:
+            results.append(type(exc).__name__)
+    raise RuntimeError("read=" + ",".join(results))
+'''
+
+KEYRING = '''
+import ctypes
+def keys(x):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    found = libc.syscall(250, 10, ctypes.c_int(-3), b"user", b"rc-test-key", 0)
+    if found < 0:
+        raise RuntimeError("keyring=no key errno=" + str(ctypes.get_errno()))
+    buf = ctypes.create_string_buffer(128)
+    n = libc.syscall(250, 11, ctypes.c_long(found), buf, ctypes.c_size_t(128))
+    raise RuntimeError("keyring=" + (buf.raw[:n].decode() if n > 0 else "unreadable"))
+'''
+
 REVIEWER = '''
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
@@ -88,8 +116,15 @@ from review_copies.sandbox.verify.verifier import Verifier
 from review_copies.sandbox.verify.client import Sandbox
 from review_copies.sandbox.protocol import Limits, encode
 cases = json.loads(sys.argv[2])
+import ctypes, os
+if os.uname().machine == "x86_64":
+    # A secret in the reviewer's session keyring, as `keyctl add user ... @s` leaves one.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    secret = os.environ["OPENAI_API_KEY"].encode()
+    out_key = libc.syscall(248, b"user", b"rc-test-key", secret, ctypes.c_size_t(len(secret)), ctypes.c_int(-3))
 out = {}
-with Sandbox(Limits(wall_seconds=15, cpu_seconds=10)) as sb:
+with Sandbox(Limits(wall_seconds=90, cpu_seconds=10)) as sb:
     out["isolation"] = encode(sb.info.isolation)
     out["caps"] = encode(sb.info.caps)
     verifier = Verifier(sb, "cpu", io.StringIO())
@@ -143,19 +178,29 @@ class Listener:
 def hostile(tmp_path_factory: pytest.TempPathFactory):
     """Runs the hostile probes from a reviewer process whose environment holds secrets."""
     tmp = tmp_path_factory.mktemp("hostile")
+    # A checkout outside /tmp (which probes never see anyway), as on a runner or a laptop.
+    checkout = Path(tempfile.mkdtemp(prefix="rc-checkout-", dir=Path.home()))
+    (checkout / ".git").mkdir()
+    (checkout / ".git" / "config").write_text(f"[http]\n\textraheader = AUTHORIZATION: basic {SECRET}\n")
+    (checkout / "train.py").write_text("import torch\n")
     listener = Listener(tmp / "host.sock")
     targets = [str(tmp / "escaped.txt"), str(ROOT / "escaped-into-repo.txt"), "/escaped-at-root.txt"]
     cases = {
         "leak": (LEAK, 3),
         "connect": (CONNECT.replace("__PORT__", str(listener.port)).replace("__UNIX__", repr(str(tmp / "host.sock"))), 3),
         "write": (WRITE.replace("__TARGETS__", repr(targets)), 3),
+        "keyring": (KEYRING, 4),
+        # The reviewed checkout and what lies beside the reviewer's own files.
+        "read": (READ.replace("__TARGETS__", repr([str(checkout / ".git" / "config"), str(checkout / "train.py"), str(ROOT / "pyproject.toml")])), 2),
     }
     cases = {k: (textwrap.dedent(code).lstrip("\n"), line) for k, (code, line) in cases.items()}
     env = {**os.environ, "OPENAI_API_KEY": SECRET, "GITHUB_TOKEN": SECRET}
     try:
-        proc = subprocess.run([sys.executable, "-c", REVIEWER, str(ROOT), json.dumps(cases)], env=env, capture_output=True, text=True, timeout=240)
+        # The reviewer runs from the checkout, as in a CI job.
+        proc = subprocess.run([sys.executable, "-c", REVIEWER, str(ROOT), json.dumps(cases)], env=env, capture_output=True, text=True, timeout=240, cwd=checkout)
     finally:
         listener.close()
+        shutil.rmtree(checkout, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     result["accepted"] = listener.accepted
@@ -186,6 +231,18 @@ def test_probe_cannot_write_outside_its_temp_dir(hostile) -> None:
     assert "inside=True" in evidence
     for target in hostile["targets"]:
         assert not Path(target).exists(), target
+
+
+def test_probe_cannot_read_the_checkout_or_the_reviewers_files(hostile) -> None:
+    _status, evidence = hostile["read"]
+    assert "read=" in evidence, evidence
+    assert "readable" not in evidence and SECRET not in evidence, evidence
+
+
+def test_probe_cannot_read_the_reviewers_session_keyring(hostile) -> None:
+    _status, evidence = hostile["keyring"]
+    assert "keyring=" in evidence, evidence
+    assert SECRET not in evidence, evidence
 
 
 def test_isolation_is_reported(hostile) -> None:
@@ -251,7 +308,9 @@ def _probe_processes(uid: int | None) -> list[int]:
 def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
     sb = worker()
     saved = sb.limits
-    sb.limits = Limits(wall_seconds=5, cpu_seconds=2, memory_bytes=3 << 30)
+    # The wall-clock limit is far above the CPU limit: on a loaded machine a probe gets a
+    # fraction of a core, and only CPU time (not elapsed time) decides which limit stops it.
+    sb.limits = Limits(wall_seconds=90, cpu_seconds=2, memory_bytes=3 << 30)
     try:
         report = Report()
         for code, line, category in ((FORK_BOMB, 4, "alias-mutation"), (HOG, 5, "alias-mutation"), (SPIN, 3, "alias-mutation")):
@@ -260,26 +319,24 @@ def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
         good, _good_text = finding(GOOD, 3, "alias-mutation", fix="y = x.float().clone()")
         report.findings.append(good)
         texts = {f.path: text for f, text in zip(report.findings, [textwrap.dedent(c).lstrip("\n") for c in (FORK_BOMB, HOG, SPIN, GOOD)])}
-        started = time.monotonic()
         out = SandboxStage("cpu", io.StringIO(), sandbox=sb, budget=None, parallel=1).verify(report, texts)
-        elapsed = time.monotonic() - started
     finally:
         sb.limits = saved
     statuses = [f.verification.status for f in out.findings]
     assert statuses[:3] == [Status.INCONCLUSIVE] * 3
     bomb, hog, spin, ok = (f.verification.evidence for f in out.findings)
-    assert "wall-clock limit of 5 s" in bomb, bomb
+    # The bomb's parent spins on failing forks: whichever limit it meets first stops it.
+    assert re.search(r"(CPU-time|wall-clock) limit of", bomb), bomb
     assert "can't allocate memory" in hog, hog
     assert "CPU-time limit of 2 s" in spin, spin
     assert statuses[3] is Status.CONFIRMED, ok
-    assert elapsed < 5 + 2 + 2 + 8
     assert out.stats.sandbox_runs == 4
     time.sleep(0.2)
     assert _probe_processes(sb.info.caps.probe_uid) == [], "a forked or setsid process outlived its probe"
 
 
 def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:
-    with Sandbox(Limits(wall_seconds=4, cpu_seconds=2), isolation="none", unsafe_local=True) as sb:
+    with Sandbox(Limits(wall_seconds=60, cpu_seconds=2), isolation="none", unsafe_local=True) as sb:
         assert sb.info.isolation.network.startswith("not isolated: ")
         spin, spin_text = finding(SPIN, 3, "alias-mutation")
         leak, leak_text = finding(LEAK, 3, "alias-mutation")

@@ -200,3 +200,49 @@ def test_without_the_caller_the_invented_inputs_cannot_decide(repo: Repo) -> Non
     verification = _verdict(repo)
     assert verification["status"] == "inconclusive", verification
     assert "too many values to unpack" in verification["evidence"]
+
+
+def test_a_loop_inside_one_call_that_keeps_finished_graphs_is_confirmed() -> None:
+    """The loop is the function's own (no loader comes in), so one call and three calls
+    leave the same graph behind; what shows the retention is the accumulator holding more
+    and more nodes whose backward already ran. This was refuted before."""
+    code = """
+    import torch
+    from torch import nn
+    def train(steps: int = 4):
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        total = 0.0
+        for _ in range(steps):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss
+        return total
+    """
+    f, text = finding(code, 12, "graph-retention", "total += loss.item()", rule="RC251")
+    v = verify(f, text)
+    assert v.status is Status.CONFIRMED, (v.status, v.evidence)
+    assert "backward had already run" in v.evidence
+
+
+def test_a_loop_that_keeps_no_finished_graph_is_not_confirmed() -> None:
+    code = """
+    import torch
+    from torch import nn
+    def train(steps: int = 4):
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        last = None
+        for _ in range(steps):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            last = loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return last.item()
+    """
+    f, text = finding(code, 9, "graph-retention", "last = loss.detach()", rule="RC251")
+    v = verify(f, text)
+    assert v.status is not Status.CONFIRMED, (v.status, v.evidence)

@@ -51,6 +51,9 @@ class Completion:
     prompt_tokens: int | None
     completion_tokens: int | None
     mode: str
+    # Prompt tokens the server answered from its prefix cache (OpenAI's
+    # usage.prompt_tokens_details.cached_tokens); None when it does not say.
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,7 @@ class ModelClient:
             prompt_tokens=_count(usage, "prompt_tokens"),
             completion_tokens=_count(usage, "completion_tokens"),
             mode=MODES[shape.mode],
+            cached_tokens=_count(getattr(usage, "prompt_tokens_details", None), "cached_tokens"),
         )
 
 

@@ -38,6 +38,7 @@ class RequestResult:
     cached: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     estimated: bool = False
     mode: str | None = None
 
@@ -143,6 +144,7 @@ class LLMStage:
         outcome.estimated = completion.prompt_tokens is None or completion.completion_tokens is None
         outcome.prompt_tokens = request.tokens if completion.prompt_tokens is None else completion.prompt_tokens
         outcome.completion_tokens = estimate_tokens(completion.content) if completion.completion_tokens is None else completion.completion_tokens
+        outcome.cached_tokens = completion.cached_tokens or 0
         if completion.refusal:
             outcome.failure = f"the model refused to answer: {' '.join(completion.refusal.split())[:160]}"
             return None
@@ -175,6 +177,7 @@ class LLMStage:
             calls=report.stats.llm.calls + client.calls,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            cached_prompt_tokens=report.stats.llm.cached_prompt_tokens + sum(o.cached_tokens for o in outcomes if not o.cached),
             requests=len(outcomes),
             cache_hits=cached,
             retries=client.retries,

@@ -27,6 +27,9 @@ class LLMStats:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Of the prompt tokens, those the server read from its prefix cache (hosted APIs
+    # bill them at a discount): the fixed text first, identical across requests, earns it.
+    cached_prompt_tokens: int = 0
     # None: the LLM stage did not get as far as sending requests.
     requests: int | None = None
     cache_hits: int = 0
@@ -126,6 +129,7 @@ class Stats:
                     "llm_hunks_not_reviewed": llm.hunks_not_reviewed,
                     "llm_tokens_estimated": llm.tokens_estimated,
                     "llm_planned_prompt_tokens": llm.planned_prompt_tokens,
+                    "llm_cached_prompt_tokens": llm.cached_prompt_tokens,
                 }
             )
             if llm.response_format is not None:

@@ -50,7 +50,8 @@ def stats_line(stats: Stats) -> str:
     if skipped:
         parts.append(f"{skipped} skipped ({', '.join(f'{k}: {v}' for k, v in sorted(stats.skipped.items()))})")
     if stats.llm_calls or stats.llm.model not in ("off", "offline"):
-        parts.append(f"LLM: {stats.llm_calls} call{'s' if stats.llm_calls != 1 else ''}, {stats.prompt_tokens} prompt + {stats.completion_tokens} completion tokens")
+        cached = f" ({stats.llm.cached_prompt_tokens} from the server's prefix cache)" if stats.llm.cached_prompt_tokens else ""
+        parts.append(f"LLM: {stats.llm_calls} call{'s' if stats.llm_calls != 1 else ''}, {stats.prompt_tokens} prompt{cached} + {stats.completion_tokens} completion tokens")
         if stats.llm.cost_usd is not None:
             parts.append(f"about ${stats.llm.cost_usd:.4f}")
     else:

@@ -8,12 +8,15 @@ from dataclasses import dataclass
 
 from review_copies.rules import Rule
 
+# A width no line reaches: text that is not for a terminal is not wrapped.
+NO_WRAP = 1 << 20
+
 
 @dataclass(frozen=True)
 class RenderContext:
     rules: tuple[type[Rule], ...]
     color: bool = False
     description: str = ""
-    # Columns the text report wraps to (the terminal's width, or COLUMNS, else 100).
-    width: int = 100
+    # Columns the text report wraps to (the terminal's width, or COLUMNS; NO_WRAP off a terminal).
+    width: int = NO_WRAP
     explain: bool = False

@@ -247,5 +247,35 @@ def graph_nodes(tensors: list[torch.Tensor], limit: int = 200_000) -> set[int]:
     return seen
 
 
+def spent_nodes(tensors: list[torch.Tensor], limit: int = 20_000) -> int:
+    """How many autograd nodes reachable from the tensors belong to a graph backward has
+    already run through: their saved tensors are freed, and reading one raises. Such a
+    node serves no gradient any more; a value that keeps more of them as a loop goes on
+    keeps finished steps' graphs alive."""
+    seen: set[int] = set()
+    keep: list[Any] = []  # ids are only stable while the nodes are alive
+    stack = [t.grad_fn for t in tensors if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    spent = 0
+    while stack and len(seen) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        spent += _freed(node)
+        stack.extend(n for n, _ in getattr(node, "next_functions", ()))
+    return spent
+
+
+def _freed(node: Any) -> bool:
+    for name in dir(node):
+        if name.startswith("_saved_"):
+            try:
+                getattr(node, name)
+            except RuntimeError:
+                return True
+    return False
+
+
 def graph_tensors(obj: Any, path: str) -> list[tuple[str, torch.Tensor]]:
     return [(p, t) for p, t in leaves(obj, path, attributes=True) if isinstance(t, torch.Tensor) and t.grad_fn is not None]

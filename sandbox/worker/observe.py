@@ -29,7 +29,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from review_copies.sandbox.protocol import LineCall, Overwrite
-from review_copies.sandbox.worker.capture import Entry, Range, byte_range, capture, ranges_overlap
+from review_copies.sandbox.worker.capture import Entry, Range, byte_range, capture, ranges_overlap, spent_nodes
 
 COPY_OPS = frozenset(
     {
@@ -285,6 +285,9 @@ class LineWatch:
         self.line_hits: list[list[str]] = []
         # A value the watched statement bound or wrote was attached to the graph.
         self.attached = False
+        # Autograd nodes of finished steps (backward already ran) reachable from what the
+        # statement bound: at its first run with a graph, and at the latest one measured.
+        self.spent: list[int] = []
         self._previous: Any = None
         recorder.on_write = self._on_write
         recorder.span = span
@@ -350,7 +353,11 @@ class LineWatch:
             if value is _MISSING:
                 continue
             entries = [e for e in capture(value, name) if e.where is not None]
-            self.attached = self.attached or any(isinstance(e.ref, torch.Tensor) and e.ref.grad_fn is not None for e in entries)
+            graphs = [e.ref for e in entries if isinstance(e.ref, torch.Tensor) and e.ref.grad_fn is not None]
+            self.attached = self.attached or bool(graphs)
+            if graphs and self.kind != "return":
+                spent = spent_nodes(graphs)
+                self.spent = [self.spent[0], spent] if self.spent else [spent, spent]
             snap = Snapshot(name, entries, self.recorder.step)
             for e in entries:
                 for other in self.inputs:

@@ -353,6 +353,7 @@ def _watch_report(watch: LineWatch, recorder: Recorder, calls: FunctionCalls, pr
         writes=recorder.span_writes,
         copy_bytes=recorder.span_copy_bytes,
         attached=watch.attached,
+        spent=(watch.spent[0], watch.spent[1]) if watch.spent else (0, 0),
         calls=tuple(calls.line_calls),
         bumped=bumped,
         sources_changed=tuple(sources.values())[:4],
