@@ -184,7 +184,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory):
     (checkout / ".git" / "config").write_text(f"[http]\n\textraheader = AUTHORIZATION: basic {SECRET}\n")
     (checkout / "train.py").write_text("import torch\n")
     listener = Listener(tmp / "host.sock")
-    targets = [str(tmp / "escaped.txt"), str(ROOT / "escaped-into-repo.txt"), "/escaped-at-root.txt"]
+    targets = [str(tmp / "escaped.txt"), str(ROOT / "escaped-into-repo.txt"), "/escaped-at-root.txt", "/dev/shm/rc-escaped-shm"]
     cases = {
         "leak": (LEAK, 3),
         "connect": (CONNECT.replace("__PORT__", str(listener.port)).replace("__UNIX__", repr(str(tmp / "host.sock"))), 3),
