@@ -45,6 +45,43 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
     return Response(json.dumps(body), status=status, content_type="application/json", headers=headers or {})
 
 
+def _chunks(completion: dict[str, Any], usage: bool, pieces: int = 3) -> list[dict[str, Any]]:
+    choice = completion["choices"][0]
+    content = choice["message"].get("content") or ""
+    step = max(1, -(-len(content) // pieces))
+    base = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"], "model": completion["model"]}
+    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    out += [{**base, "choices": [{"index": 0, "delta": {"content": content[i : i + step]}, "finish_reason": None}]} for i in range(0, len(content), step)]
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}]})
+    if usage and completion.get("usage"):
+        out.append({**base, "choices": [], "usage": completion["usage"]})
+    return out
+
+
+def as_stream(completion: dict[str, Any], usage: bool, pieces: int = 3, delay: float = 0.0) -> Response:
+    def events():
+        for chunk in _chunks(completion, usage, pieces):
+            if delay:
+                time.sleep(delay)
+            yield f"data: {json.dumps(chunk)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return Response(events(), status=200, content_type="text/event-stream")
+
+
+def streamed_slowly(content: str, pieces: int, delay: float) -> Handler:
+    """A slow local model that writes its answer in `pieces`, one every `delay` seconds."""
+
+    def handle(body: dict[str, Any], n: int) -> Response:
+        done = json.loads(completion(content).get_data(as_text=True))
+        if not body.get("stream"):
+            time.sleep(delay * pieces)  # the whole answer at once, as late as the last piece
+            return completion(content)
+        return as_stream(done, usage=bool((body.get("stream_options") or {}).get("include_usage")), pieces=pieces, delay=delay)
+
+    return handle
+
+
 def answer(*findings: dict[str, Any]) -> str:
     return json.dumps({"findings": list(findings)})
 
@@ -76,7 +113,12 @@ class FakeOpenAI:
             n = len(self.bodies)
         if self.handler is None:
             return error(500, "no handler")
-        return self.handler(body, n)
+        response = self.handler(body, n)
+        if body.get("stream") and response.status_code == 200 and response.mimetype == "application/json":
+            # As llama.cpp, Ollama and vLLM answer `stream: true`: the same completion as
+            # server-sent events, a usage chunk last when `stream_options` asks for it.
+            return as_stream(json.loads(response.get_data(as_text=True)), usage=bool((body.get("stream_options") or {}).get("include_usage")))
+        return response
 
     @staticmethod
     def user_message(body: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from review_copies.llm.requests import plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.model.errors import UsageError
 from review_copies.review.hunks import TensorHunk
-from tests.llm_fake import FakeOpenAI, answer, completion, error, slow, start_fake
+from tests.llm_fake import FakeOpenAI, answer, completion, error, slow, start_fake, streamed_slowly
 
 PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")
 
@@ -106,6 +106,32 @@ def test_a_local_server_past_the_timeout_is_not_asked_again(fake: FakeOpenAI) ->
     with pytest.raises(Unavailable, match="a local server is not asked again"):
         model.complete(PROMPT)
     assert fake.count == 1 and model.retries == 0
+
+
+def test_a_slow_local_model_that_keeps_writing_is_waited_for(fake: FakeOpenAI) -> None:
+    """Six pieces a quarter second apart: 1.5 s in all against a 0.5 s timeout. Streamed,
+    each piece resets the read timeout and the one request is answered; a whole answer
+    sent at once would have been given up on (and the slot kept busy)."""
+    fake.handler = streamed_slowly(answer(), pieces=6, delay=0.25)
+    waits: list[float] = []
+    model = ModelClient(LLMOptions(model="m", api_key="k", base_url=fake.url, timeout=0.5, retries=2, backoff=0.01), sleep=waits.append)
+    got = model.complete(PROMPT)
+    assert got.content == '{"findings": []}' and got.finish_reason == "stop"
+    assert (got.prompt_tokens, got.completion_tokens) == (900, 120)
+    assert len(fake.bodies) == 1 and fake.bodies[0]["stream"] is True and waits == []
+
+
+def test_a_server_that_refuses_stream_options_streams_without_usage(fake: FakeOpenAI) -> None:
+    def handle(body, n):
+        if "stream_options" in body:
+            return error(400, "Unrecognized request argument supplied: stream_options")
+        return completion(answer())
+
+    fake.handler = handle
+    model, _ = client(fake)
+    got = model.complete(PROMPT)
+    assert got.content == '{"findings": []}' and got.prompt_tokens is None
+    assert [("stream_options" in b) for b in fake.bodies] == [True, False]
 
 
 def test_only_a_local_endpoint_with_the_hosted_timeout_is_warned_about() -> None:

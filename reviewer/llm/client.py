@@ -10,6 +10,10 @@ accommodated the same way. What was learnt holds for the rest of the review.
 
 Once the model is unavailable (retries spent, authentication refused, model not found)
 the client says so to every later request without sending it.
+
+A server on this machine is asked to stream its answer: every chunk that arrives resets
+the read timeout, so a slow local model that is still writing is not abandoned (and then
+asked again while its one slot is still busy with the first request).
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ class Shape:
     mode: int = 0
     token_param: str = "max_tokens"
     temperature: bool = True
+    # Streamed answers end with a usage chunk when asked (`stream_options`); servers that
+    # refuse the option get streams without it, and their tokens are estimated.
+    stream_usage: bool = True
 
 
 class Unavailable(Exception):
@@ -207,6 +214,10 @@ class ModelClient:
             kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": _SCHEMA_NAME, "strict": True, "schema": prompt.schema}}
         elif mode == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
+        if self.opts.local:
+            kwargs["stream"] = True
+            if shape.stream_usage:
+                kwargs["stream_options"] = {"include_usage": True}
         with self._lock:
             self.calls += 1
         return self._client.chat.completions.create(**kwargs)
@@ -227,7 +238,9 @@ class ModelClient:
         text = f"{server_message(exc)} {exc.body}".lower()
         if "context" in text and any(word in text for word in ("length", "too long", "maximum", "exceed")):
             return False
-        if used.token_param == "max_tokens" and "max_tokens" in text and ("max_completion_tokens" in text or "unsupported" in text):
+        if used.stream_usage and "stream_options" in text:
+            changed = replace(used, stream_usage=False)
+        elif used.token_param == "max_tokens" and "max_tokens" in text and ("max_completion_tokens" in text or "unsupported" in text):
             changed = replace(used, token_param="max_completion_tokens")
         elif used.temperature and "temperature" in text:
             changed = replace(used, temperature=False)
@@ -242,6 +255,8 @@ class ModelClient:
         return True
 
     def _completion(self, response: Any, shape: Shape) -> Completion:
+        if isinstance(response, openai.Stream):
+            response = _collected(response)
         choices = getattr(response, "choices", None)
         if not choices:
             raise RequestFailed("the server's answer is not a chat completion (no choices)")
@@ -257,6 +272,64 @@ class ModelClient:
             mode=MODES[shape.mode],
             cached_tokens=_count(getattr(usage, "prompt_tokens_details", None), "cached_tokens"),
         )
+
+
+@dataclass(frozen=True)
+class _Message:
+    content: str
+    refusal: str | None
+
+
+@dataclass(frozen=True)
+class _Choice:
+    message: _Message
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class _Collected:
+    """A streamed answer put back together in the shape of a chat completion."""
+
+    choices: list[_Choice]
+    usage: Any
+
+
+def _collected(stream: openai.Stream[Any]) -> _Collected:
+    parts: list[str] = []
+    refusal: list[str] = []
+    finish: str | None = None
+    usage = None
+    try:
+        for chunk in stream:
+            usage = getattr(chunk, "usage", None) or usage
+            for choice in getattr(chunk, "choices", None) or ():
+                delta = getattr(choice, "delta", None)
+                if getattr(delta, "content", None):
+                    parts.append(delta.content)
+                if getattr(delta, "refusal", None):
+                    refusal.append(delta.refusal)
+                finish = getattr(choice, "finish_reason", None) or finish
+    except openai.APIError:
+        raise
+    except Exception as exc:
+        # Raised by the HTTP library while the stream is read, outside the client's own
+        # wrapping (httpx under openai 1.x, httpx2 later): matched by class name.
+        kinds = {c.__name__ for c in type(exc).__mro__}
+        if "TimeoutException" in kinds:
+            raise openai.APITimeoutError(request=_request_of(exc)) from None
+        if "TransportError" in kinds:
+            raise openai.APIConnectionError(request=_request_of(exc)) from None
+        raise
+    finally:
+        stream.close()
+    return _Collected([_Choice(_Message("".join(parts), "".join(refusal) or None), finish)], usage)
+
+
+def _request_of(exc: Exception) -> Any:
+    try:
+        return exc.request  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx raises when no request was attached
+        return None
 
 
 def _count(usage: Any, name: str) -> int | None:
