@@ -325,14 +325,50 @@ def test_runaway_probes_are_stopped_and_the_review_goes_on() -> None:
     statuses = [f.verification.status for f in out.findings]
     assert statuses[:3] == [Status.INCONCLUSIVE] * 3
     bomb, hog, spin, ok = (f.verification.evidence for f in out.findings)
-    # The bomb's parent spins on failing forks: whichever limit it meets first stops it.
-    assert re.search(r"(CPU-time|wall-clock) limit of", bomb), bomb
+    # The bomb's parent spins on failing forks while its 64 copies of the worker dirty
+    # their pages: whichever limit it meets first (CPU, wall clock, the tree's memory) stops it.
+    assert re.search(r"(CPU-time|wall-clock) limit of|processes together held more than", bomb), bomb
     assert "can't allocate memory" in hog, hog
     assert "CPU-time limit of 2 s" in spin, spin
     assert statuses[3] is Status.CONFIRMED, ok
     assert out.stats.sandbox_runs == 4
     time.sleep(0.2)
     assert _probe_processes(sb.info.caps.probe_uid) == [], "a forked or setsid process outlived its probe"
+
+
+TREE_HOG = """
+import os
+import time
+def spread(x):
+    kids = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            held = b"\\x01" * (900 << 20)
+            time.sleep(30)
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    return x
+"""
+
+
+def test_the_memory_cap_binds_the_probes_processes_together() -> None:
+    """Four forked processes of 900 MiB each stay under the 3 GiB address-space cap one by
+    one; together they pass it, and the monitor stops the whole tree."""
+    sb = worker()
+    saved = sb.limits
+    sb.limits = Limits(wall_seconds=90, cpu_seconds=15, memory_bytes=3 << 30)
+    try:
+        f, text = finding(TREE_HOG, 4, "alias-mutation", path="treehog.py")
+        v = Verifier(sb, "cpu", io.StringIO()).verification(f, text, ["cpu"])
+    finally:
+        sb.limits = saved
+    assert v.status is Status.INCONCLUSIVE, v.evidence
+    assert "processes together held more than 3072 MiB" in v.evidence, v.evidence
+    time.sleep(0.2)
+    assert _probe_processes(sb.info.caps.probe_uid) == [], "a forked process outlived its probe"
 
 
 def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:

@@ -226,11 +226,18 @@ class Zygote:
             child = os.fork()
             if child == 0:
                 self._probe_process(request, limits, cuda, workdir, result_w, err_w)
-            os.close(result_w)
             os.close(err_w)
-            _, status = os.waitpid(child, 0)
-            code = os.waitstatus_to_exitcode(status)
-            code = code if code >= 0 else 128 - code
+            status = _watch_tree(child, limits.memory_bytes if not cuda else 0)
+            if status is None:
+                _report(result_w, protocol.ProbeAnswer(
+                    ok=False, limit="memory",
+                    error=f"stopped: the probe's processes together held more than {limits.memory_bytes >> 20} MiB of memory",
+                ))
+                code = 128 + signal.SIGKILL
+            else:
+                code = os.waitstatus_to_exitcode(status)
+                code = code if code >= 0 else 128 - code
+            os.close(result_w)
         except BaseException as exc:
             _report(result_w, protocol.ProbeAnswer(ok=False, error=f"sandbox setup failed: {type(exc).__name__}: {exc}"))
         os._exit(code)
@@ -270,6 +277,75 @@ class Zygote:
         os.set_inheritable(result_w, True)
         boot = f"from review_copies.sandbox.worker.cuda_child import main; main({path!r}, {result_w})"
         os.execve(sys.executable, [sys.executable, "-I", "-c", boot], {**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+
+
+# How often the monitor adds up the memory of a probe's processes.
+TREE_POLL_SECONDS = 0.05
+
+
+def _watch_tree(child: int, cap: int) -> int | None:
+    """Wait for the probe; None when its processes together go over `cap` bytes of
+    resident memory (it is then killed). The address-space limit binds each process
+    alone, and a probe may fork: only the sum bounds the tree. 0: no cap (CUDA)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            return status
+        if cap and _tree_memory(child, page, cap) > cap:
+            # PID 1 of its namespace: when it dies the kernel kills every other process there.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            return None
+        time.sleep(TREE_POLL_SECONDS)
+
+
+def _tree_rss(child: int, page: int) -> tuple[list[int], int]:
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{name}/statm", encoding="ascii") as fh:
+                resident = int(fh.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents[int(name)] = ppid
+        rss[int(name)] = resident * page
+    if not os.path.exists("/proc/self"):
+        # The probe mounted its namespace's own /proc, where this monitor has no pid: every
+        # process listed is the probe's.
+        return sorted(rss), sum(rss.values())
+    tree = {child}
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return sorted(tree), sum(rss.get(pid, 0) for pid in tree)
+
+
+def _tree_memory(child: int, page: int, cap: int) -> int:
+    """The tree's memory: its resident sizes added up (cheap), and where that passes the
+    cap, its proportional sizes (PSS), since forked copies of the worker share torch's
+    pages and plain sums count them once per process."""
+    pids, resident = _tree_rss(child, page)
+    if resident <= cap:
+        return resident
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) * 1024
+        except (OSError, StopIteration, ValueError, IndexError):
+            return resident  # no PSS to be had: the plain sum, the safe side
+    return total
 
 
 def _close_fds_except(keep: set[int]) -> None:
