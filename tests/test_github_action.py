@@ -239,3 +239,42 @@ def test_zizmor_finds_nothing_in_the_action_and_the_example_workflows() -> None:
     result = subprocess.run([str(exe), "--offline", "--no-progress", *map(str, files)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No findings to report" in result.stdout + result.stderr
+
+
+def _fake_bin(folder: Path, uid: str) -> Path:
+    folder.mkdir()
+    scripts = {
+        "id": f"#!/bin/sh\necho {uid}\n",
+        # Records how it was called, then runs the command as sudo would.
+        "sudo": '#!/bin/sh\nprintf "%s\\n" "$@" > "$SUDO_LOG"\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n',
+        "review-copies": '#!/bin/sh\nprintf "%s\\0" "$@"\n',
+    }
+    for name, text in scripts.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize(("uid", "no_sandbox", "through_sudo"), [("1001", "", True), ("1001", "1", False), ("0", "", False)])
+def test_on_a_hosted_runner_the_review_runs_as_root_through_sudo(action: dict, tmp_path: Path, uid: str, no_sandbox: str, through_sudo: bool) -> None:
+    """GitHub's hosted runners give the job's user no namespaces but passwordless sudo:
+    the review step runs review-copies through `sudo -n`, passing on the secrets and the
+    Actions variables it needs, so that its sandbox can isolate the pull request's code.
+    Not when the job is root already, nor when the sandbox is off."""
+    step = _step(action, "review")
+    folder = _fake_bin(tmp_path / "bin", uid)
+    log = tmp_path / "sudo.log"
+    env = {
+        "PATH": f"{folder}:/usr/bin:/bin", "SUDO_LOG": str(log), "RC_PRESERVE": step["env"]["RC_PRESERVE"],
+        "RC_BASE": "b" * 40, "RC_HEAD": "c" * 40, "RC_NO_SANDBOX": no_sandbox,
+    }
+    out = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True, check=True)
+    argv = [a.decode() for a in out.stdout.split(b"\0")[:-1]]
+    assert argv[:4] == ["--base", "b" * 40, "--head", "c" * 40]
+    assert log.exists() == through_sudo
+    if through_sudo:
+        used = log.read_text().splitlines()
+        assert used[0] == "-n" and used[2] == str(folder / "review-copies") and used[3:5] == ["--base", "b" * 40]
+        preserved = used[1].removeprefix("--preserve-env=").split(",")
+        for name in ("OPENAI_API_KEY", "GITHUB_TOKEN", "GITHUB_EVENT_PATH", "GITHUB_REPOSITORY", "GITHUB_OUTPUT", "GITHUB_ACTIONS"):
+            assert name in preserved
