@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,38 @@ def test_an_empty_change_is_fine(repo: Repo) -> None:
     repo.commit()
     result = run_process("--repo", str(repo.path), *OFF)
     assert result.code == 0 and "no findings" in result.out
+
+
+FINE = "import torch\n\n\ndef g(x: torch.Tensor):\n    return torch.tensor(x)\n"
+
+
+def _nested(depth: int, open_: str = "(", close: str = ")") -> str:
+    return f"import torch\n\n\ndef f(x: torch.Tensor):\n    y = {open_ * depth}x{close * depth}\n    return torch.tensor(x)\n"
+
+
+def test_code_nested_past_what_python_accepts_is_skipped_with_a_note(repo: Repo) -> None:
+    """3,000 nested parentheses crashed the reviewer (SIGSEGV in libcst's native parser) and
+    a 20,000-term sum kept it busy for minutes; Python itself refuses both. Each is skipped
+    with a note, and the other files are reviewed."""
+    repo.write("deep.py", _nested(3000))
+    repo.write("long.py", "import torch\n\n\ndef f(x: torch.Tensor):\n    y = " + " + ".join(["x"] * 20000) + "\n    return torch.tensor(x)\n")
+    repo.write("fine.py", FINE)
+    repo.commit()
+    result = run_process("--repo", str(repo.path), "--all", "--format", "json", "--fail-on", "none", *OFF)
+    assert result.code == 0, result.err[-2000:]
+    report = json.loads(result.out)
+    assert [(f["path"], f["rule"]) for f in report["findings"]] == [("fine.py", "RC301")]
+    notes = {n["path"]: n["message"] for n in report["notes"]}
+    assert "too many nested parentheses" in notes["deep.py"] and "skipped" in notes["deep.py"]
+    assert "nested too deeply for Python itself" in notes["long.py"]
+
+
+def test_one_statement_too_deep_for_the_analysis_hides_nothing_else(repo: Repo) -> None:
+    """150 levels: Python accepts it, the analysis (which recurses along the tree) would not.
+    Only that statement is left out, and the file's other finding is still reported."""
+    repo.write("m.py", _nested(150, "[", "]"))  # lists nest in the tree; parentheses do not
+    repo.commit()
+    result = run_process("--repo", str(repo.path), "--all", "--format", "json", "--fail-on", "none", *OFF)
+    report = json.loads(result.out)
+    assert [(f["path"], f["line"], f["rule"]) for f in report["findings"]] == [("m.py", 6, "RC301")]
+    assert [n["message"] for n in report["notes"]] == ["line 5: a statement nested 152 levels deep is left out of the analysis"]

@@ -207,6 +207,7 @@ def test_the_cache_defaults_to_the_user_cache_home(tmp_path: Path) -> None:
         ({"llm-cache-dir": "cache"}, "must be an absolute path"),
         ({"llm-budget-tokens": 0}, "'llm-budget-tokens' must be greater than 0"),
         ({"llm-retries": -1}, "'llm-retries' must be 0 or more"),
+        ({"llm-retries": 1_000_000}, "'llm-retries' must be at most 10"),
         ({"price-per-million-input": -1}, "must not be negative"),
     ],
 )

@@ -171,6 +171,12 @@ class ParsedFile:
     module: cst.Module
     imports: ImportMap
     _wrapper: MetadataWrapper | None = field(default=None, repr=False)
+    # Statements left out of the analysis (nested too deeply for it), as notes to show.
+    notes: tuple[str, ...] = ()
+    # Python's own tree of the text libcst parsed (None: to be parsed when needed), and that
+    # text where it differs from `text` (deep statements blanked, lines kept).
+    _ast: ast.Module | None = field(default=None, repr=False, compare=False)
+    _analysed_text: str | None = field(default=None, repr=False, compare=False)
     # Facts the analysis derives from the whole file (call sites, names read later), each
     # computed once: see `once`.
     _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -198,10 +204,12 @@ class ParsedFile:
         """Line spans of every statement and the `def`/`class` line of every definition, from
         Python's own parser (an order of magnitude cheaper than position metadata). None if
         the two trees do not line up."""
-        try:
-            tree = ast.parse(self.text)
-        except (SyntaxError, ValueError, RecursionError):
-            return None
+        tree = self._ast
+        if tree is None:
+            try:
+                tree = ast.parse(self._analysed_text if self._analysed_text is not None else self.text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
         spans: dict[cst.CSTNode, tuple[int, int]] = {}
         headers: dict[cst.CSTNode, int] = {}
         if not _pair_blocks(list(self.module.body), tree.body, spans, headers):
@@ -344,12 +352,73 @@ def _pair_blocks(cst_stmts: list[cst.CSTNode], ast_stmts: list[ast.stmt], spans:
     return i == len(ast_stmts)
 
 
+# Expression nesting a statement may have and still be analysed: the analysis recurses
+# along the tree, and real code stays far below this (measured: 50 levels analyse fine,
+# 150 exhaust Python's recursion limit).
+MAX_DEPTH = 60
+# Python's own refusals of code nested too deeply: such a file can never run.
+_TOO_DEEP = ("too many nested parentheses", "too many levels of indentation", "too many statically nested blocks", "too deeply nested")
+
+
 def parse(path: str, text: str) -> ParsedFile:
-    """Parse once. Raises SourceProblem with the parser's one-line reason."""
+    """Parse once. Raises SourceProblem with the parser's one-line reason.
+
+    Python's own parser looks first: it has limits, where libcst's native parser has none
+    (3,000 nested parentheses crash it, a 20,000-term sum keeps it busy for minutes). Code
+    Python refuses for its depth is skipped with a note; a statement nested too deeply for
+    the analysis is blanked (its lines kept) and named in a note, and the rest of the file
+    is reviewed."""
+    tree, deep = _python_tree(text)
+    analysed = _blank(text, deep) if deep else text
     try:
-        module = cst.parse_module(text)
+        module = cst.parse_module(analysed)
     except cst.ParserSyntaxError as exc:
         raise SourceProblem(f"does not parse (line {exc.raw_line}, column {exc.raw_column}: {exc.message.splitlines()[0] if exc.message else 'syntax error'}); skipped") from None
     except (RecursionError, ValueError) as exc:
         raise SourceProblem(f"does not parse ({type(exc).__name__}); skipped") from None
-    return ParsedFile(path=path, text=text, module=module, imports=scan_imports(module))
+    notes = tuple(f"line {start}: a statement nested {depth} levels deep is left out of the analysis" for start, _end, _col, depth in deep)
+    return ParsedFile(
+        path=path, text=text, module=module, imports=scan_imports(module), notes=notes,
+        _ast=None if deep else tree, _analysed_text=analysed if deep else None,
+    )
+
+
+def _python_tree(text: str) -> tuple[ast.Module | None, list[tuple[int, int, int, int]]]:
+    """Python's tree of `text` and its statements nested deeper than MAX_DEPTH
+    (first line, last line, column, depth); (None, []) when Python rejects it for another
+    reason than depth (libcst then gives its own: it may know newer syntax)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        if any(words in (exc.msg or "") for words in _TOO_DEEP):
+            raise SourceProblem(f"does not parse: {exc.msg} (line {exc.lineno}), as Python itself says; skipped") from None
+        return None, []
+    except (RecursionError, MemoryError) as exc:
+        raise SourceProblem(f"does not parse: nested too deeply for Python itself ({type(exc).__name__}); skipped") from None
+    except ValueError:
+        return None, []
+    worst: dict[ast.stmt, int] = {}
+    stack: list[tuple[ast.AST, ast.stmt | None, int]] = [(tree, None, 0)]
+    while stack:
+        node, owner, depth = stack.pop()
+        if isinstance(node, ast.stmt):
+            owner, depth = node, 0
+        elif owner is not None:
+            worst[owner] = max(worst.get(owner, 0), depth)
+        stack.extend((child, owner, depth + 1) for child in ast.iter_child_nodes(node))
+    deep = [(s.lineno, s.end_lineno or s.lineno, s.col_offset, d) for s, d in worst.items() if d > MAX_DEPTH]
+    return tree, sorted(deep)
+
+
+def _blank(text: str, deep: list[tuple[int, int, int, int]]) -> str:
+    """`text` with each deep statement replaced by `pass` and empty lines (line numbers kept)."""
+    lines = text.splitlines(keepends=True)
+    for start, end, col, _depth in deep:
+        if start > len(lines):
+            continue
+        first = lines[start - 1]
+        ending = "\r\n" if first.endswith("\r\n") else "\n"
+        lines[start - 1] = first[:col] + "pass" + ending
+        for i in range(start, min(end, len(lines))):
+            lines[i] = ending
+    return "".join(lines)

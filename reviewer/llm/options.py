@@ -67,6 +67,9 @@ def _checked(option: LLMOption, value: Any) -> Any:
     bounded = value is not None and option.bound
     if bounded and (value <= 0 if option.bound == "positive" else value < 0):
         raise UsageError(f"bad configuration: '{option.key}' {_BOUND_WORDS[option.bound]}")
+    if value is not None and option.most is not None and value > option.most:
+        # A review must end: endless retries against a server that keeps failing would not.
+        raise UsageError(f"bad configuration: '{option.key}' must be at most {option.most:g}")
     if value is None or option.kinds == (str,):
         return value
     return float(value) if float in option.kinds else int(value)

@@ -46,6 +46,8 @@ class LLMOption:
     # "positive" (> 0), "zero-or-more" (>= 0), "not-negative" (>= 0, prices), or "" (no bound).
     bound: str
     help: str
+    # The largest value allowed (None: no ceiling).
+    most: float | None = None
 
 
 LLM_OPTIONS: tuple[LLMOption, ...] = (
@@ -54,7 +56,7 @@ LLM_OPTIONS: tuple[LLMOption, ...] = (
     LLMOption("llm-max-output-tokens", "max_output_tokens", (int,), 2_000, "positive", "the answer's limit"),
     LLMOption("llm-concurrency", "concurrency", (int,), 4, "positive", "how many requests run at once"),
     LLMOption("llm-timeout", "timeout", (int, float), 60.0, "positive", "seconds to wait for one answer"),
-    LLMOption("llm-retries", "retries", (int,), 3, "zero-or-more", "further tries after a 408/409/429/5xx, a timeout or a dropped connection"),
+    LLMOption("llm-retries", "retries", (int,), 3, "zero-or-more", "further tries after a 408/409/429/5xx, a timeout or a dropped connection (at most 10)", most=10),
     LLMOption("llm-backoff", "backoff", (int, float), 1.0, "zero-or-more", "first wait in seconds before a retry, doubled for each further try"),
     LLMOption("llm-cache-dir", "cache_dir", (str,), None, "", "answers already paid for; \"\" turns the cache off; never inside the reviewed repository"),
     LLMOption("price-per-million-input", "price_input", (int, float), None, "not-negative", "price of a million prompt tokens, for the cost estimate"),

@@ -90,6 +90,7 @@ def _review_file(job: FileJob) -> FileResult:
     except SourceProblem as problem:
         result.notes.append(Note(str(problem), job.path))
         return result
+    result.notes.extend(Note(note, job.path) for note in parsed.notes)
     result.parsed = True
     rules = [r for code in job.rule_codes if (r := rule_by_code(code)) is not None and r.applies_to(job.text)]
     # Tensor hunks are counted for every change; over whole files only when the LLM needs them.
