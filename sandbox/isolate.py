@@ -251,7 +251,7 @@ def mask_around(directory: str, keep: list[str]) -> None:
             mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def _blocked_ancestor(path: str) -> tuple[str, str] | None:
+def blocked_ancestor(path: str) -> tuple[str, str] | None:
     """The first directory on the way to path that others may not traverse, and its child."""
     current = "/"
     for part in [p for p in path.split("/") if p]:
@@ -269,7 +269,7 @@ def expose(paths: list[str], stage: str) -> None:
     also hides the rest of the home directory (keys, tokens, caches) from the probe."""
     groups: dict[str, set[str]] = {}
     for path in paths:
-        blocked = _blocked_ancestor(os.path.realpath(path))
+        blocked = blocked_ancestor(os.path.realpath(path))
         if blocked is not None and blocked[0] != "/":
             groups.setdefault(blocked[0], set()).add(blocked[1])
     for i, (ancestor, children) in enumerate(sorted(groups.items())):

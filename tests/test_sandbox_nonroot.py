@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from review_copies.sandbox.isolate import blocked_ancestor
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -42,17 +43,6 @@ def f(x: torch.Tensor):
 """
 
 
-def _blocked(path: str) -> tuple[str, str] | None:
-    """The first directory on the way to `path` that others may not enter, and its child."""
-    current = "/"
-    for part in [p for p in path.split("/") if p]:
-        child = os.path.join(current, part)
-        if not os.stat(current).st_mode & stat.S_IXOTH:
-            return current, child
-        current = child
-    return None
-
-
 def test_without_namespaces_a_non_root_review_runs_nothing_of_the_pull_request(tmp_path: Path) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -73,7 +63,7 @@ def test_without_namespaces_a_non_root_review_runs_nothing_of_the_pull_request(t
         new_root.mkdir()
         # Directories the interpreter lies behind (a 0700 /root with pyenv in it): an empty
         # tmpfs over them in the chroot, with just the interpreter's subtree bound back.
-        exposed = {b for p in (os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, str(ROOT)) if (b := _blocked(os.path.realpath(p)))}
+        exposed = {b for p in (os.path.realpath(sys.executable), sys.prefix, sys.base_prefix, str(ROOT)) if (b := blocked_ancestor(os.path.realpath(p)))}
         mounts = "".join(f"mount -t tmpfs tmpfs {new_root}{a}; mkdir -p {new_root}{c}; mount --rbind {c} {new_root}{c}; " for a, c in sorted(exposed))
         env = f"HOME={base} XDG_CACHE_HOME={base}/cache OPENAI_API_KEY=sk-nonroot-secret PATH=/usr/bin:/bin PYTHONPATH={ROOT}"
         review = f"cd {repo} && {sys.executable} -m review_copies --all --offline --format json --fail-on none --output {base}/report.json"
