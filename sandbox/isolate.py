@@ -214,19 +214,23 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def hide_private(keep: list[str]) -> None:
-    """Cover each private root in this mount namespace: wholly with an empty read-only tmpfs
-    when nothing the probe needs lies inside, else everything beside the way to what it
-    needs (directories under an empty tmpfs, files under /dev/null). Names stay listable;
-    no content does."""
-    keep = sorted({os.path.realpath(k) for k in keep})
+    """Cover each private root in this mount namespace (see `cover`); `keep`: real paths."""
     for root in _private_roots():
-        inside = [k for k in keep if _inside(k, root)]
-        if root in inside:
-            continue  # the interpreter itself lives there: nothing to cover
-        if not inside:
-            mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
-        else:
-            mask_around(root, inside)
+        cover(root, keep)
+
+
+def cover(root: str, keep: list[str]) -> None:
+    """Hide what `root` holds: wholly under an empty read-only tmpfs when none of `keep`
+    (real paths the probe needs) lies inside, else everything beside the way to them
+    (directories under an empty tmpfs, files under /dev/null). Names stay listable; no
+    content does."""
+    inside = [k for k in keep if _inside(k, root)]
+    if root in inside:
+        return  # the interpreter itself lives there: nothing to cover
+    if not inside:
+        mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
+    else:
+        mask_around(root, inside)
 
 
 def mask_around(directory: str, keep: list[str]) -> None:
@@ -309,16 +313,15 @@ def enter_namespaces(caps: Capabilities, workdir: str, tmpfs_bytes: int, need: l
         expose(need, workdir + ".stage")
     _readonly_everything()
     # What a probe needs: the interpreter, its libraries and packages, its own directories.
-    needed = [*need, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(workdir), workdir + ".stage", workdir]
+    needed = sorted({os.path.realpath(p) for p in (*need, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(workdir), workdir + ".stage", workdir)})
     hide_private(needed)
     owner = caps.probe_uid if caps.uid_drop and caps.probe_uid is not None else (0 if caps.user_namespace else uid)
     tmp_masked = False
     for directory in MASKED_DIRS:
         if not _maskable(directory, keep):
-            real = os.path.realpath(directory)
             if os.path.isdir(directory) and not os.path.islink(directory):
                 # The interpreter (or this project) lives inside: cover everything else there.
-                mask_around(real, sorted({os.path.realpath(n) for n in needed if _inside(os.path.realpath(n), real)}) or [real])
+                cover(os.path.realpath(directory), needed)
             continue
         if directory == "/tmp":
             mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_bytes},mode=0700,uid={owner},gid={owner if caps.uid_drop else 0}")
