@@ -7,7 +7,7 @@ rewritten whole, with their own line endings; nothing outside the repository is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from review_copies.model.findings import Finding
@@ -20,7 +20,7 @@ class FixResult:
     fixed: tuple[Finding, ...] = ()
     # (finding, why it was left as it is)
     skipped: tuple[tuple[Finding, str], ...] = ()
-    files: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = ()
 
 
 def apply_fixes(report: Report, root: Path) -> FixResult:

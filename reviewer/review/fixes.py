@@ -47,7 +47,7 @@ def _render_in_statement(parsed: ParsedFile, old: cst.CSTNode, new: cst.CSTNode)
     if stmt is None:
         return _UNSURE
     start, end = spans[stmt]
-    lines = split_lines(parsed.text)
+    lines = parsed.once("fixes.lines", lambda: split_lines(parsed.text))
     if end > len(lines):
         return _UNSURE
     current = "".join(lines[start - 1 : end])
