@@ -36,10 +36,11 @@ def review_changeset(
 
         stages.append(llm_stage(settings, rules, config_root(settings.change), stderr))
     if settings.sandbox:
-        cache_dir = resolve_cache_dir(settings.sandbox_cache_dir, "sandbox-cache-dir", "sandbox", config_root(settings.change), dict(os.environ))
+        root = config_root(settings.change)
+        cache_dir = resolve_cache_dir(settings.sandbox_cache_dir, "sandbox-cache-dir", "sandbox", root, dict(os.environ))
         stages.append(SandboxStage(
             settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir, keep_warm=settings.sandbox_keep_warm,
-            unsafe_local=settings.sandbox_unsafe_local, untrusted=settings.untrusted,
+            unsafe_local=settings.sandbox_unsafe_local, untrusted=settings.untrusted, hide=(str(root),) if root else (),
         ))
     # The index's facts are cached where the other caches are (never in the reviewed repository).
     index_cache = resolve_cache_dir(None, "index", "index", config_root(settings.change), dict(os.environ))

@@ -75,6 +75,11 @@ MASKED_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 # directory. A probe has the code it runs; it has no business reading the checkout
 # (`.git/config` may hold a token) or anything beside it.
 PRIVATE_ROOTS = ("/home", "/root", "/work", "/workspace", "/workspaces", "/__w", "/github", "/mnt", "/media", "/srv", "/opt/actions-runner")
+# What a program's runtime reads at the top of the tree. Every other entry of / (a CI
+# system's /build or /ci, an image's /app or /src, /data) is covered like a private root:
+# a checkout there is no more the probe's business than one under /home. /tmp, /run and
+# /var/tmp are emptied separately (MASKED_DIRS).
+SYSTEM_ROOTS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "run", "tmp", "var", "opt", "nix", "gnu", "snap"})
 # The uid a root-started probe runs as: far above any real account, one per zygote.
 PROBE_UID_BASE = 1_900_000_000
 
@@ -196,10 +201,14 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH", b"lo", flags | iff_up))
 
 
-def _private_roots() -> list[str]:
-    """PRIVATE_ROOTS that exist and the reviewer's working directory, outermost only."""
+def _private_roots(extra: tuple[str, ...] = ()) -> list[str]:
+    """PRIVATE_ROOTS that exist, every other top-level directory outside SYSTEM_ROOTS, this
+    process's working directory and `extra` (the reviewer's working directory and the
+    reviewed repository, wherever they live): outermost only."""
+    with os.scandir("/") as entries:
+        unknown = [e.path for e in entries if e.name not in SYSTEM_ROOTS]
     found: list[str] = []
-    for candidate in (*PRIVATE_ROOTS, os.getcwd()):
+    for candidate in (*PRIVATE_ROOTS, *unknown, os.getcwd(), *extra):
         if not os.path.isdir(candidate) or os.path.islink(candidate):
             continue
         real = os.path.realpath(candidate)
@@ -213,9 +222,10 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory + os.sep)
 
 
-def hide_private(keep: list[str]) -> None:
-    """Cover each private root in this mount namespace (see `cover`); `keep`: real paths."""
-    for root in _private_roots():
+def hide_private(keep: list[str], extra: tuple[str, ...] = ()) -> None:
+    """Cover each private root in this mount namespace (see `cover`); `keep`: real paths;
+    `extra`: more directories to cover (see `_private_roots`)."""
+    for root in _private_roots(extra):
         cover(root, keep)
 
 
@@ -294,8 +304,9 @@ def expose(paths: list[str], stage: str) -> None:
 # ------------------------------------------------------------------------ stages
 
 
-def enter_namespaces(caps: Capabilities, workdir: str, tmpfs_bytes: int, need: list[str]) -> str:
-    """Stage 1 (the monitor process): namespaces and mounts. Returns the probe's working dir."""
+def enter_namespaces(caps: Capabilities, workdir: str, tmpfs_bytes: int, need: list[str], hide: tuple[str, ...] = ()) -> str:
+    """Stage 1 (the monitor process): namespaces and mounts. Returns the probe's working dir.
+    `hide`: the reviewer's directories (its working directory, the reviewed checkout)."""
     os.setsid()
     if not caps.namespaces:
         return workdir
@@ -314,7 +325,7 @@ def enter_namespaces(caps: Capabilities, workdir: str, tmpfs_bytes: int, need: l
     _readonly_everything()
     # What a probe needs: the interpreter, its libraries and packages, its own directories.
     needed = sorted({os.path.realpath(p) for p in (*need, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(workdir), workdir + ".stage", workdir)})
-    hide_private(needed)
+    hide_private(needed, hide)
     owner = caps.probe_uid if caps.uid_drop and caps.probe_uid is not None else (0 if caps.user_namespace else uid)
     tmp_masked = False
     for directory in MASKED_DIRS:

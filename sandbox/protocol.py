@@ -105,6 +105,10 @@ class ProbeRequest:
     claims: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     id: int = 0
+    # Set by the client: the reviewer's directories a probe must not read (its working
+    # directory, the reviewed checkout), wherever they live; a kept-warm worker serves
+    # reviews of many checkouts, so they travel with each request.
+    hide: tuple[str, ...] = ()
     # Set by the worker: the probe process's private directory.
     workdir: str = "."
 

@@ -178,8 +178,16 @@ class Listener:
 def hostile(tmp_path_factory: pytest.TempPathFactory):
     """Runs the hostile probes from a reviewer process whose environment holds secrets."""
     tmp = tmp_path_factory.mktemp("hostile")
-    # A checkout outside /tmp (which probes never see anyway), as on a runner or a laptop.
-    checkout = Path(tempfile.mkdtemp(prefix="rc-checkout-", dir=Path.home()))
+    # A checkout outside /tmp (which probes never see anyway): a Jenkins-style workspace
+    # under /var/lib where this user may write there (nothing but the reviewer's working
+    # directory says it is private), else the home directory, as on a laptop.
+    checkout = Path(tempfile.mkdtemp(prefix="rc-checkout-", dir="/var/lib" if os.access("/var/lib", os.W_OK) else Path.home()))
+    # A directory at the top of the tree that no list names (a CI system's /build, an
+    # image's /app), where this user may create one.
+    top = Path(tempfile.mkdtemp(prefix="rc-top-", dir="/")) if os.access("/", os.W_OK) else checkout
+    for folder in (checkout, top):
+        folder.chmod(0o755)  # as checkouts are; at 0700 a probe's own uid could not read them anyway
+    (top / "secret.txt").write_text(SECRET)
     (checkout / ".git").mkdir()
     (checkout / ".git" / "config").write_text(f"[http]\n\textraheader = AUTHORIZATION: basic {SECRET}\n")
     (checkout / "train.py").write_text("import torch\n")
@@ -191,7 +199,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory):
         "write": (WRITE.replace("__TARGETS__", repr(targets)), 3),
         "keyring": (KEYRING, 4),
         # The reviewed checkout and what lies beside the reviewer's own files.
-        "read": (READ.replace("__TARGETS__", repr([str(checkout / ".git" / "config"), str(checkout / "train.py"), str(ROOT / "pyproject.toml")])), 2),
+        "read": (READ.replace("__TARGETS__", repr([str(checkout / ".git" / "config"), str(checkout / "train.py"), str(ROOT / "pyproject.toml"), str(top / "secret.txt")])), 2),
     }
     cases = {k: (textwrap.dedent(code).lstrip("\n"), line) for k, (code, line) in cases.items()}
     env = {**os.environ, "OPENAI_API_KEY": SECRET, "GITHUB_TOKEN": SECRET}
@@ -201,6 +209,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory):
     finally:
         listener.close()
         shutil.rmtree(checkout, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     result["accepted"] = listener.accepted

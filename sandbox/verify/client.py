@@ -35,6 +35,14 @@ class SandboxUnavailable(Exception):
     """The worker could not be started (no torch, a broken interpreter...)."""
 
 
+def _cwd() -> str:
+    """This process's working directory ("" when it was removed under us)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
+
+
 def clean_env(home: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -74,11 +82,14 @@ class Sandbox:
 
     def __init__(
         self, limits: protocol.Limits | None = None, isolation: str = "auto", python: str | None = None, start_timeout: float = 180.0, keep_warm: float = 0.0,
-        unsafe_local: bool = False,
+        unsafe_local: bool = False, hide: tuple[str, ...] = (),
     ) -> None:
         """`keep_warm`: seconds a worker waits for the next review after this one (0: it
         ends with this review). `unsafe_local`: run probes even where no namespace isolates
-        them (the user's own code, on their own machine); otherwise such a host runs nothing."""
+        them (the user's own code, on their own machine); otherwise such a host runs nothing.
+        `hide`: directories probes must not read (the reviewed checkout), beside this
+        process's working directory, which is always hidden."""
+        self.hide = hide
         self.unsafe_local = unsafe_local
         self.limits = limits or protocol.Limits()
         self.keep_warm = keep_warm
@@ -219,7 +230,8 @@ class Sandbox:
         """Send one probe without waiting; returns it with its id. Raises SandboxUnavailable."""
         self.start()
         assert self._outbox is not None
-        request = replace(request, limits=self.limits, id=next(self._ids))
+        hide = tuple(sorted({os.path.realpath(p) for p in (_cwd(), *self.hide) if p}))
+        request = replace(request, limits=self.limits, id=next(self._ids), hide=hide)
         self._outbox.put(protocol.frame({"op": "probe", "request": request}))
         # The worker enforces the wall clock; past this, the worker itself is stuck.
         self._pending[request.id] = time.monotonic() + self.limits.wall_seconds + 30.0

@@ -34,19 +34,20 @@ class SandboxStage:
     waits for the next review (0: it ends with this one); `unsafe_local` runs probes even
     on a host without namespaces (otherwise every finding there is `not-run`); on an
     `untrusted` change (a stranger's pull request) a refutation never removes a static
-    finding: the code that was run could have lied to the observer in its own process."""
+    finding: the code that was run could have lied to the observer in its own process;
+    `hide`: the reviewed checkout, which probes never read."""
 
     def __init__(
         self, device: str, stderr: IO[str], *, limits: Limits | None = None, sandbox: Sandbox | None = None,
         files: RepoFiles | None = None, budget: float | None = DEFAULT_SANDBOX_BUDGET, cache_dir: Path | None = None, parallel: int | None = None,
-        keep_warm: float = 0.0, unsafe_local: bool = False, untrusted: bool = False,
+        keep_warm: float = 0.0, unsafe_local: bool = False, untrusted: bool = False, hide: tuple[str, ...] = (),
     ) -> None:
         self.untrusted = untrusted
         self.parallel = parallel
         self.device = device
         self.stderr = stderr
         self.owned = sandbox is None
-        self.sandbox = sandbox or Sandbox(limits, keep_warm=keep_warm, unsafe_local=unsafe_local)
+        self.sandbox = sandbox or Sandbox(limits, keep_warm=keep_warm, unsafe_local=unsafe_local, hide=hide)
         self.files = files
         self.budget = budget
         self.cache_dir = cache_dir

@@ -220,7 +220,7 @@ class Zygote:
             if os.getppid() == 1:
                 os._exit(code)
             _close_fds_except({0, 1, 2, result_w, err_w})
-            workdir = isolate.enter_namespaces(self.caps, workdir, limits.tmpfs_bytes, self.need)
+            workdir = isolate.enter_namespaces(self.caps, workdir, limits.tmpfs_bytes, self.need, request.hide)
             if not self.caps.namespaces:
                 self._probe_process(request, limits, cuda, workdir, result_w, err_w)
             child = os.fork()
