@@ -144,7 +144,7 @@ def _invalid_example(book: PromptBook, rule: type[Rule], case: Invalid) -> str:
         "probe": None,
     }
     numbered = number_lines(lines, range(start, end + 1))
-    return book.render("example_invalid", rule=rule.code, line=case.line, numbered=numbered, answer=json.dumps(answer, ensure_ascii=False))
+    return book.render("example_invalid", rule=rule.code, line=case.line, numbered=numbered, answer=json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
 
 
 def rule_examples(book: PromptBook, rule: type[Rule]) -> list[str]:
@@ -159,7 +159,8 @@ def rule_examples(book: PromptBook, rule: type[Rule]) -> list[str]:
         out.append(_invalid_example(book, rule, invalid))
     valid = next((c for c in rule.VALID if c.note), None)
     if valid is not None:
-        out.append(book.render("example_valid", rule=rule.code, note=valid.note, numbered=number_lines(valid.source.splitlines())))
+        # No line numbers: no answer points into it, and they cost a few tokens a line.
+        out.append(book.render("example_valid", rule=rule.code, note=valid.note, code=valid.source.rstrip("\n")))
     return out
 
 
