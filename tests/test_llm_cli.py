@@ -12,8 +12,9 @@ import git
 import pytest
 
 from review_copies.llm.options import build_options
-from review_copies.llm.prompts import load_book
+from review_copies.llm.prompts import load_book, render_user
 from review_copies.llm.stage import LLMStage
+from review_copies.llm.tokens import estimate_tokens
 from review_copies.model.findings import Category
 from review_copies.model.settings import ChangeSpec
 from review_copies.review.static import StaticOptions, run_static
@@ -233,6 +234,35 @@ def test_hunks_over_the_budget_are_listed_as_not_reviewed(tmp_path: Path, fake: 
     coverage = result.json["coverage"]
     assert re.match(r"LLM review \(fake-model\): [12] of 3 tensor hunks reviewed in 1 request", coverage[0]), coverage
     assert "over the review's token budget (llm-budget-tokens" in coverage[1] and "pkg/train.py lines 6-20" in coverage[1]
+
+
+def test_a_file_too_large_for_a_small_context_is_reviewed_with_shortened_guidance(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """A local model's small request limit (README: llm-request-tokens = 6000) fits each file
+    only without the rules' few-shot examples: it is sent without them, not left unreviewed."""
+    probe = make_repo(tmp_path / "probe", _texts("base"), _texts("head"))
+    static = run_static(build_changeset(ChangeSpec(repo=str(probe), base="HEAD~1", head="HEAD")), StaticOptions(rules=all_rules(), want_hunks=True))
+    stage = LLMStage(build_options("fake-model", "sk-test", None, {"llm-request-tokens": 10**6}, None, {}), all_rules(), list(Category), io.StringIO())
+    book = load_book()
+    sizes = {}
+    for path in FILES:
+        hunks = [h for h in static.hunks if h.path == path]
+        full = stage.prepare(book, hunks, static.findings).plan.requests[0]
+        system = full.tokens - estimate_tokens(full.user)
+        sizes[path] = full.tokens
+        sizes[path + " lighter"] = system + estimate_tokens(render_user(book, full.blocks, list(Category), all_rules(), level="no-examples"))
+    limit = max(sizes[p + " lighter"] for p in FILES) + 5
+    assert limit < min(sizes[p] for p in FILES), sizes
+    repo = make_repo(tmp_path / "repo", _texts("base"), _texts("head"), llm_config(**{"llm-request-tokens": limit}))
+    fake.handler = by_file({"pkg/train.py": recorded("train_real_only.json"), "pkg/metrics.py": recorded("nothing.json")})
+    result = run(repo, fake)
+    coverage = result.json["coverage"]
+    assert len(coverage) == 1 and coverage[0].startswith("LLM review (fake-model): 3 of 3 tensor hunks reviewed in"), coverage
+    shortened = int(re.search(r"(\d+) with shortened guidance to fit llm-request-tokens = (\d+)", coverage[0])[1])
+    users = [FakeOpenAI.user_message(b) for b in fake.bodies]
+    without_examples = [u for u in users if "flags line" not in u]
+    assert shortened >= 1 and len(without_examples) == shortened
+    assert all("# How to decide" in u for u in without_examples)
+    assert "llm-stale-snapshot" in [f["rule"] for f in result.json["findings"]]
 
 
 def test_an_answer_cut_off_at_the_output_limit_is_dropped_and_asked_again_next_time(tmp_path: Path, fake: FakeOpenAI) -> None:

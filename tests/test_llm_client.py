@@ -255,3 +255,22 @@ def test_what_does_not_fit_is_left_out_with_the_reason() -> None:
     budget = plan_requests([small, _hunk("c.py", 1, 5)], [], _render, 100, 10**6, small_cost + 10)
     assert [h.path for h, _ in budget.left_out] == ["c.py"]
     assert "llm-budget-tokens" in budget.left_out[0][1]
+
+
+def test_a_hunk_too_large_with_the_full_guidance_is_planned_with_lighter_guidance() -> None:
+    hunk = _hunk("a.py", 1, 10)
+    code = estimate_tokens(_render([FileBlock("a.py", (hunk,))]))
+
+    def full(blocks) -> str:
+        return "guidance " * 400 + _render(blocks)
+
+    def lighter(blocks) -> str:
+        return "guidance " * 50 + _render(blocks)
+
+    limit = 100 + code + estimate_tokens("guidance " * 50) + 5
+    plan = plan_requests([hunk], [], full, 100, limit, 10**6, lighter=[("no-examples", lighter), ("none", _render)])
+    assert [(r.guidance, [h.path for h in r.hunks]) for r in plan.requests] == [("no-examples", ["a.py"])]
+    assert plan.left_out == []
+    # Too large even with no guidance at all: left out, with the request limit as the reason.
+    tight = plan_requests([hunk], [], full, 100, 100 + code - 1, 10**6, lighter=[("none", _render)])
+    assert tight.requests == [] and "llm-request-tokens" in tight.left_out[0][1]

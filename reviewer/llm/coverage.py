@@ -23,11 +23,15 @@ def no_categories(model: str) -> str:
     return f"LLM review ({model}): the configuration selects no category the LLM reviews, nothing was sent"
 
 
-def summary_line(model: str, reviewed: int, total: int, requests: int, cached: int) -> str:
+def summary_line(model: str, reviewed: int, total: int, requests: int, cached: int, lighter: int = 0, request_tokens: int = 0) -> str:
+    """`lighter`: requests sent with shortened guidance to fit `request_tokens`."""
     line = f"LLM review ({model}): {reviewed} of {_plural(total, 'tensor hunk')} reviewed in {_plural(requests, 'request')}"
+    said = []
     if cached:
-        line += f" ({cached} answered from the cache)"
-    return line
+        said.append(f"{cached} answered from the cache")
+    if lighter:
+        said.append(f"{lighter} with shortened guidance to fit llm-request-tokens = {request_tokens}")
+    return line + (f" ({'; '.join(said)})" if said else "")
 
 
 def left_out_lines(left_out: Iterable[tuple[TensorHunk, str]]) -> list[str]:

@@ -168,15 +168,16 @@ def categories_signalled(book: PromptBook, categories: Sequence[Category], code:
     return [c for c in categories if book.guides[c].signals.search(code)]
 
 
-def render_guidance(book: PromptBook, categories: Sequence[Category], rules: Sequence[type[Rule]]) -> str:
+def render_guidance(book: PromptBook, categories: Sequence[Category], rules: Sequence[type[Rule]], examples: bool = True) -> str:
     if not categories:
         return ""
     sections = []
     for category in categories:
         guide = book.guides[category]
-        examples = [e for rule in [r for r in rules if r.category is category][:EXAMPLE_RULES_PER_CATEGORY] for e in rule_examples(book, rule)]
+        chosen = [r for r in rules if r.category is category][:EXAMPLE_RULES_PER_CATEGORY] if examples else []
+        shown = [e for rule in chosen for e in rule_examples(book, rule)]
         sections.append(
-            book.render("category", category=category.value, decide=guide.decide, wrong=guide.wrong, right=guide.right, examples="".join(examples))
+            book.render("category", category=category.value, decide=guide.decide, wrong=guide.wrong, right=guide.right, examples="".join(shown))
         )
     return book.render("guidance", sections="\n".join(sections))
 
@@ -280,11 +281,19 @@ def _gap(book: PromptBook, count: int, width: int) -> str:
     return f" {'…':>{width}}| {book.phrase('gap', count=lines)}"
 
 
-def render_user(book: PromptBook, blocks: Sequence[FileBlock], categories: Sequence[Category], rules: Sequence[type[Rule]]) -> str:
+# How much guidance a request carries, fullest first: a hunk too large for a request with
+# the rules' examples (a small local context window) is sent with less rather than not at all.
+GUIDANCE_LEVELS = ("full", "no-examples", "none")
+
+
+def render_user(
+    book: PromptBook, blocks: Sequence[FileBlock], categories: Sequence[Category], rules: Sequence[type[Rule]], level: str = "full"
+) -> str:
     # Guidance for what the change itself does; examples of the rules that could fire on the code shown.
     changed = "\n".join(b.changed_code for b in blocks)
     code = "\n".join(b.code for b in blocks)
     relevant = [r for r in rules if r.applies_to(code)]
-    guidance = render_guidance(book, categories_signalled(book, categories, changed), relevant)
+    guided = categories_signalled(book, categories, changed) if level != "none" else []
+    guidance = render_guidance(book, guided, relevant, examples=level == "full")
     files = "".join(render_file(book, b) for b in blocks)
     return book.render("user", guidance=guidance, files=files)

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -17,7 +18,7 @@ from review_copies.llm.client import ModelClient, Prompt, RequestFailed, Unavail
 from review_copies.llm.context import focus
 from review_copies.llm.merge import merge
 from review_copies.llm.options import LLMOptions, build_options
-from review_copies.llm.prompts import PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
+from review_copies.llm.prompts import GUIDANCE_LEVELS, PromptBook, answer_schema, load_book, render_schema_note, render_system, render_user
 from review_copies.llm.requests import LLMRequest, RequestPlan, plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.llm.validate import AnswerError, Checked, Shown, check_answer, unusable
@@ -86,6 +87,7 @@ class LLMStage:
             estimate_tokens(system + note),
             self.opts.request_tokens,
             self.opts.budget_tokens,
+            lighter=[(level, partial(render_user, book, categories=self.categories, rules=self.rules, level=level)) for level in GUIDANCE_LEVELS[1:]],
         )
         return Prepared(system, schema, note, plan)
 
@@ -188,7 +190,8 @@ class LLMStage:
             response_format=", ".join(modes) if modes else None,
             cost_usd=round(cost, 6) if cost is not None else None,
         )
-        lines = [coverage.summary_line(self.opts.model, reviewed, total, len(outcomes), cached), *coverage.left_out_lines(left_out)]
+        lighter = sum(1 for r in plan.requests if r.guidance != "full")
+        lines = [coverage.summary_line(self.opts.model, reviewed, total, len(outcomes), cached, lighter, self.opts.request_tokens), *coverage.left_out_lines(left_out)]
         if client.down is not None:
             where = f"{self.opts.model} at {self.opts.endpoint}"
             self.stderr.write(f"{PROG}: the LLM ({where}) is unavailable ({client.down}); going on with the static findings\n")
