@@ -12,8 +12,10 @@ prompt and completion tokens and the share served from the server's prefix cache
 report's stats), the wall time, the coverage (tensor hunks the LLM reviewed and did not),
 the findings the LLM added and those it answered that were dropped, with the reasons. The
 proxy counts every POST to chat/completions and whether an identical request body was sent
-twice (a prompt the server would process twice). The sandbox is off: this measures the LLM
-path alone.
+twice (a prompt the server would process twice), and, where it started the server, how
+much of each prompt the server reused from the one before (its log's prefix-match counts:
+llama-cpp-python reports no cached tokens in `usage`). The sandbox is off: this measures
+the LLM path alone.
 
 Not part of CI: building llama-cpp-python from source takes most of an hour on 2 cores.
 See README.md ("Measuring the LLM path against a real local server") for the install.
@@ -31,6 +33,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -118,7 +121,8 @@ def _proxy(upstream: tuple[str, int], ledger: Ledger) -> http.server.ThreadingHT
             conn.close()
             if self.command == "POST" and self.path.rstrip("/").endswith("chat/completions"):
                 try:
-                    fmt = (json.loads(body).get("response_format") or {}).get("type", "none")
+                    asked = json.loads(body).get("response_format") or {}
+                    fmt = asked.get("type", "none") + ("+schema" if "schema" in asked else "")
                 except ValueError:
                     fmt = "?"
                 with ledger.lock:
@@ -202,6 +206,23 @@ def _write(folder: Path, files: dict[str, str]) -> None:
         target.write_text(text, encoding="utf-8")
 
 
+_PREFIX = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+
+
+def prefix_reuse(log: Path | None, offset: int) -> tuple[int, int, int]:
+    """(tokens the server reused from its previous prompt, tokens it evaluated, new offset),
+    from what llama-cpp-python's server logged past `offset`. Its `usage` does not report
+    cached tokens, so the report's share is 0 there although the prefix is reused."""
+    if log is None or not log.is_file():
+        return 0, 0, offset
+    with log.open("rb") as fh:
+        fh.seek(offset)
+        text = fh.read().decode("utf-8", "replace")
+        end = fh.tell()
+    pairs = [(int(a), int(b)) for a, b in _PREFIX.findall(text)]
+    return sum(a for a, _ in pairs), sum(b for _, b in pairs), end
+
+
 @dataclass
 class Reviewed:
     name: str
@@ -224,6 +245,8 @@ class Reviewed:
     findings: list[str]
     dropped: list[str]
     fixes_dropped: int
+    server_prefix_reused: int = 0
+    server_prompt_evaluated: int = 0
     error: str = ""
 
 
@@ -282,14 +305,17 @@ def review(case: Case, url: str, model: str, ledger: Ledger) -> Reviewed:
 
 
 def _table(rows: list[Reviewed]) -> str:
-    head = f"{'review':<32} {'format':<12} {'req':>3} {'POST':>4} {'twice':>5} {'prompt':>7} {'compl':>6} {'cached':>6} {'secs':>6} {'hunks':>7} {'llm+':>4} {'drop':>4}"
+    head = (f"{'review':<32} {'format':<12} {'req':>3} {'POST':>4} {'twice':>5} {'prompt':>7} {'compl':>6} {'cached':>6} {'reused':>6} "
+            f"{'secs':>6} {'hunks':>7} {'llm+':>4} {'drop':>4}")
     lines = [head, "-" * len(head)]
     for r in rows:
         cached = f"{r.cached_prompt_tokens / r.prompt_tokens:.0%}" if r.prompt_tokens else "-"
         hunks = f"{r.llm_hunks_reviewed}/{r.llm_hunks_reviewed + r.llm_hunks_not_reviewed}"
+        seen = r.server_prefix_reused + r.server_prompt_evaluated
+        reused = f"{r.server_prefix_reused / seen:.0%}" if seen else "-"
         lines.append(
             f"{r.name[:32]:<32} {str(r.response_format)[:12]:<12} {r.requests:>3} {r.posts:>4} {r.repeated_bodies:>5} {r.prompt_tokens:>7} "
-            f"{r.completion_tokens:>6} {cached:>6} {r.seconds:>6.1f} {hunks:>7} {r.llm_findings:>4} {len(r.dropped):>4}"
+            f"{r.completion_tokens:>6} {cached:>6} {reused:>6} {r.seconds:>6.1f} {hunks:>7} {r.llm_findings:>4} {len(r.dropped):>4}"
         )
     return "\n".join(lines)
 
@@ -321,9 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     proxy = _proxy((parts.hostname or "127.0.0.1", parts.port or 80), ledger)
     url = f"http://127.0.0.1:{proxy.server_address[1]}{parts.path}"
     rows: list[Reviewed] = []
+    offset = log.stat().st_size if log.is_file() else 0
     try:
         for case in chosen_cases(args.large):
             row = review(case, url, args.model, ledger)
+            reused, evaluated, offset = prefix_reuse(log if server is not None else None, offset)
+            row.server_prefix_reused, row.server_prompt_evaluated = reused, evaluated
             rows.append(row)
             print(f"{row.name}: {row.seconds:.1f} s, {row.posts} requests, format {row.response_format}", file=sys.stderr, flush=True)
     finally:
@@ -349,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         "hunks_not_reviewed": sum(r.llm_hunks_not_reviewed for r in rows),
         "prompt_tokens": sum(r.prompt_tokens for r in rows),
         "cached_prompt_tokens": sum(r.cached_prompt_tokens for r in rows),
+        "server_prefix_reused": sum(r.server_prefix_reused for r in rows),
+        "server_prompt_evaluated": sum(r.server_prompt_evaluated for r in rows),
         "completion_tokens": sum(r.completion_tokens for r in rows),
         "llm_findings": sum(r.llm_findings for r in rows),
         "dropped": sum(len(r.dropped) for r in rows),

@@ -90,6 +90,26 @@ def test_a_500_that_names_the_response_format_steps_down_before_any_retry(fake: 
     got = model.complete(PROMPT)
     assert got.mode == "json_object" and waits == [] and model.retries == 0
     assert [b.get("response_format", {}).get("type") for b in fake.bodies] == ["json_schema", "json_object"]
+    # The schema goes beside `json_object`: llama.cpp's servers enforce it as a grammar, so
+    # even a small local model answers in the shape the validator keeps.
+    assert fake.bodies[1]["response_format"]["schema"] == PROMPT.schema
+
+
+def test_a_server_that_refuses_the_schema_beside_json_object_gets_plain_json_object(fake: FakeOpenAI) -> None:
+    def handle(body, n):
+        fmt = body.get("response_format", {})
+        if fmt.get("type") == "json_schema":
+            return error(400, "response_format of type 'json_schema' is not supported")
+        if "schema" in fmt:
+            return error(400, "response_format.schema: extra inputs are not permitted")
+        return completion(answer())
+
+    fake.handler = handle
+    model, waits = client(fake)
+    got = model.complete(PROMPT)
+    assert got.mode == "json_object" and waits == []
+    assert [sorted(b.get("response_format", {})) for b in fake.bodies] == [["json_schema", "type"], ["schema", "type"], ["type"]]
+    assert fake.bodies[-1]["messages"][0]["content"] == "system\nschema"
 
 
 def test_a_500_that_says_nothing_of_the_format_is_retried_as_before(fake: FakeOpenAI) -> None:

@@ -4,8 +4,8 @@ The `openai` package does the HTTP; its own retries are off so that the policy h
 the only one: retry 408/409/429/5xx, timeouts and dropped connections with exponential
 backoff, honouring `Retry-After` (and OpenAI's `retry-after-ms`), and give up after
 `retries` more tries. A server that refuses the structured-output request is asked
-again with `json_object` and the schema in the prompt, then with no `response_format`
-at all; a model that wants `max_completion_tokens` or only its default temperature is
+again with `json_object` and the schema in the prompt (and beside `json_object`, where
+llama.cpp's servers enforce it as a grammar), then with no `response_format` at all; a model that wants `max_completion_tokens` or only its default temperature is
 accommodated the same way. What was learnt holds for the rest of the review.
 
 Once the model is unavailable (retries spent, authentication refused, model not found)
@@ -31,7 +31,11 @@ import openai
 
 from review_copies.llm.options import LLMOptions
 
-MODES = ("json_schema", "json_object", "none")
+# The ways of asking for JSON, most exact first. "json_object+schema" is `json_object` with
+# the schema beside it, which llama.cpp's servers (llama-server, llama-cpp-python) turn into
+# a grammar the model cannot leave; servers that refuse the extra key get plain
+# `json_object`. Both are reported as "json_object" (contract section 4).
+MODES = ("json_schema", "json_object+schema", "json_object", "none")
 RETRY_STATUS = frozenset({408, 409, 425, 429})
 # Waiting longer than this for one retry is worse than going on without the model.
 MAX_WAIT_SECONDS = 60.0
@@ -212,6 +216,8 @@ class ModelClient:
             kwargs["temperature"] = 0
         if mode == "json_schema":
             kwargs["response_format"] = {"type": "json_schema", "json_schema": {"name": _SCHEMA_NAME, "strict": True, "schema": prompt.schema}}
+        elif mode == "json_object+schema":
+            kwargs["response_format"] = {"type": "json_object", "schema": prompt.schema}
         elif mode == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
         if self.opts.local:
@@ -269,7 +275,7 @@ class ModelClient:
             refusal=getattr(message, "refusal", None),
             prompt_tokens=_count(usage, "prompt_tokens"),
             completion_tokens=_count(usage, "completion_tokens"),
-            mode=MODES[shape.mode],
+            mode=MODES[shape.mode].split("+")[0],
             cached_tokens=_count(getattr(usage, "prompt_tokens_details", None), "cached_tokens"),
         )
 
