@@ -54,3 +54,18 @@ def test_rule_codes_are_distinct_and_well_formed() -> None:
         for heading in ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety"):
             assert sections.get(heading), f"{rule.code} docstring lacks '{heading}'"
         assert rule.VALID and rule.INVALID, f"{rule.code} needs valid and invalid examples"
+
+
+def test_a_write_through_an_expression_names_the_expression() -> None:
+    """`torch.diagonal(m).add_(-1)` writes into `m` through a call, not a name: the message
+    quotes the call (it once said "(`` shares its memory: )")."""
+    source = (
+        "import torch\n"
+        "def loss(m: torch.Tensor) -> torch.Tensor:\n"
+        "    on_diag = torch.diagonal(m).add_(-1).pow_(2).sum()\n"
+        "    return on_diag\n"
+    )
+    rule = next(r for r in all_rules() if r.code == "RC102")
+    found = _findings(rule, source)
+    assert found and all("``" not in f.message for f in found), [f.message for f in found]
+    assert "through `torch.diagonal(m)`" in found[0].message

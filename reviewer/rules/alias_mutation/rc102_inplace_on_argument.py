@@ -305,7 +305,12 @@ class InplaceOnArgument(Rule):
                 continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
             reported.add(arg)
             bind = None if writer == arg else last_bind(flow, writer, write.index)
-            how = "" if writer == arg else f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
+            if writer == arg:
+                how = ""
+            elif not writer:  # written through an expression (`torch.diagonal(x).add_(1)`), not a name
+                how = f" (through `{short_code(write.target_node)}`, which shares its memory)"
+            else:
+                how = f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
             maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
             where = f"`{flow.scope.name}`" if flow.scope else "this function"
             message = (
