@@ -114,7 +114,7 @@ class Interpreter(Context):
         if stmt.orelse is not None:
             self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
         self.arm_stack.pop()
-        self.state = join_states(after_body, self.state)
+        self.state = _after_if(stmt, after_body, self.state)
 
     def branch_id(self) -> int:
         """A new branch's id; 0 inside a loop, where one iteration may take one arm and
@@ -332,3 +332,24 @@ def _is_type_checking(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.Name):
         return test.value == "TYPE_CHECKING"
     return isinstance(test, cst.Attribute) and test.attr.value == "TYPE_CHECKING" and isinstance(test.value, cst.Name) and test.value.value in ("typing", "typing_extensions")
+
+
+def _after_if(stmt: cst.If, after_body: State, after_else: State) -> State:
+    """What holds after an `if`. An arm that always leaves the function (`return`, `raise`)
+    does not reach what follows: after `if device != "cpu": return`, only the other arm's
+    facts hold. (`continue`/`break` arms still reach the loop's next iteration: joined.)"""
+    body_exits = _exits(stmt.body.body)
+    else_exits = stmt.orelse is not None and not isinstance(stmt.orelse, cst.If) and _exits(list(statement_bodies(stmt.orelse)))
+    if body_exits and not else_exits:
+        return after_else
+    if else_exits and not body_exits:
+        return after_body
+    return join_states(after_body, after_else)
+
+
+def _exits(body: Sequence[cst.BaseStatement]) -> bool:
+    """Does this block always leave the function by its last statement (`return`, `raise`)?"""
+    if not body:
+        return False
+    last_stmt = body[-1]
+    return isinstance(last_stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise)) for s in last_stmt.body)

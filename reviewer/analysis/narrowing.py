@@ -1,5 +1,6 @@
 """What a branch's test says about a name in each arm: `isinstance(x, torch.Tensor)`,
-`torch.is_tensor(x)`, `type(x) is nn.ReLU`, combined with `not` and `and`."""
+`torch.is_tensor(x)`, `type(x) is nn.ReLU`, combined with `not` and `and`; and where the
+tensors are: `device == "cpu"`, `x.device.type == "cpu"`, `x.is_cpu`."""
 
 from __future__ import annotations
 
@@ -9,13 +10,19 @@ from review_copies.analysis import roots
 from review_copies.analysis.context import Context, State
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import dotted, last
-from review_copies.analysis.values import UNKNOWN, Kind, Tri
+from review_copies.analysis.values import UNKNOWN, Device, Kind, Tri
 
 _TENSOR_TYPES = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor"))
 
 
 def narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
     """(what holds when the test is true, what holds when it is false), as state updates."""
+    cpu_when = cpu_test(cx, test)
+    if cpu_when is not None:
+        # `if self.device == CPU: x = x.numpy()`: the author checked where the tensors went; a
+        # tensor moved to a device chosen at run time is taken to be on the CPU in that arm.
+        on_cpu = {k: v.but(device=Device.CPU) for k, v in cx.state.items() if v.device is Device.MAYBE_CUDA}
+        return (on_cpu, {}) if cpu_when else ({}, on_cpu)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         when_true, when_false = narrow(cx, test.expression)
         return when_false, when_true
@@ -53,3 +60,53 @@ def type_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, list
         if isinstance(left, cst.Call) and isinstance(left.func, cst.Name) and left.func.value == "type" and len(left.args) == 1:
             return left.args[0].value, [test.comparisons[0].comparator]
     return None, []
+
+
+def cpu_test(cx: Context, test: cst.BaseExpression) -> bool | None:
+    """True when the test holds only on the CPU, False when it fails only there, None when it
+    says nothing of the device: `device == "cpu"`, `x.device.type != "cpu"`,
+    `self.device == CPU_DEVICE` (a module constant `torch.device("cpu")`), `x.is_cpu`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = cpu_test(cx, test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.Attribute) and test.attr.value == "is_cpu":
+        return True
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return None
+    operator = test.comparisons[0].operator
+    if not isinstance(operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+        return None
+    left, right = test.left, test.comparisons[0].comparator
+    for device, literal in ((left, right), (right, left)):
+        if _cpu_literal(cx, literal) and "device" in (dotted(device) or _code(device)):
+            return isinstance(operator, (cst.Equal, cst.Is))
+    return None
+
+
+def _cpu_literal(cx: Context, node: cst.BaseExpression, follow: bool = True) -> bool:
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value == "cpu"
+    if isinstance(node, cst.Call) and dotted(node.func) in ("torch.device", "device") and node.args:
+        return _cpu_literal(cx, node.args[0].value, follow=False)
+    if follow and isinstance(node, cst.Name):
+        value = _module_constant(cx, node.value)
+        return value is not None and _cpu_literal(cx, value, follow=False)
+    return False
+
+
+def _module_constant(cx: Context, name: str) -> cst.BaseExpression | None:
+    """The value of `NAME = ...` at the top of the file (the last such binding)."""
+    found = None
+    for stmt in cx.file.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
+                    found = small.value
+    return found
+
+
+def _code(node: cst.BaseExpression) -> str:
+    """`str(x.device)` and the like: the names in the expression, for the "device" check."""
+    if isinstance(node, cst.Call) and node.args:
+        return " ".join(filter(None, (dotted(node.func), *(dotted(a.value) for a in node.args))))
+    return dotted(node) or ""

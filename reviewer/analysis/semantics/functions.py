@@ -107,8 +107,9 @@ def _sharing(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[
         return Value(kind=Kind.TENSOR, grad=first.grad if first.kind is Kind.TENSOR else Tri.NO, device=device, roots=first.roots, certain=certain, via=via, origin=origin)
     if qual == "torch.from_numpy" and first.kind is Kind.UNKNOWN and first.roots:
         return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU, roots=first.roots, via="from_numpy", origin=origin)
-    # `torch.as_tensor(v)` of something that may itself be a tensor may hand `v` back.
-    fresh = first.kind is not Kind.UNKNOWN or qual == "torch.from_numpy"
+    # `torch.as_tensor(v)` of something that may itself be a tensor may hand `v` back, and
+    # `torch.from_numpy(a)` always shares `a`'s memory: neither is a tensor nobody else holds.
+    fresh = first.kind is not Kind.UNKNOWN and qual != "torch.from_numpy"
     return Value(kind=Kind.TENSOR, grad=Tri.NO, device=Device.CPU if qual == "torch.from_numpy" else Device.UNKNOWN, roots=cx.new_root(node), fresh=fresh)
 
 

@@ -89,6 +89,29 @@ class NumpyOnGradOrGpuTensor(Rule):
             """,
             "nothing is known about x",
         ),
+        Valid(
+            """
+            import torch
+            CPU = torch.device("cpu")
+            def fit(features: torch.Tensor, device: torch.device):
+                features = features.to(device=device, dtype=torch.float64)
+                if device == CPU:
+                    features = features.numpy()
+                return features
+            """,
+            "converted only in the arm where the run-time device is the CPU",
+        ),
+        Valid(
+            """
+            import torch
+            def fit(features: torch.Tensor, device):
+                features = features.to(device)
+                if features.device.type != "cpu":
+                    raise ValueError("this solver runs on the CPU")
+                return features.numpy()
+            """,
+            "the other devices left the function before the conversion",
+        ),
     )
     INVALID = (
         Invalid(

@@ -78,6 +78,16 @@ class CloneOfTemporary(Rule):
             """,
             "as_tensor hands back its argument when that is already a tensor of that dtype",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def load(data):
+                train, valid = np.split(data, [90])
+                return torch.from_numpy(train).clone(), torch.from_numpy(valid).clone()
+            """,
+            "from_numpy shares the array's memory: the clone is what makes the tensor its own",
+        ),
     )
     INVALID = (
         Invalid(

@@ -83,6 +83,20 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "`meshes` is no tensor (a structure with its own `clone`): `empty_like` would not fit it",
         ),
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            def reduce_logs(log_vars: dict[str, torch.Tensor]) -> dict[str, float]:
+                out = {}
+                for name, value in log_vars.items():
+                    value = value.data.clone()
+                    dist.all_reduce(value)
+                    out[name] = value.item()
+                return out
+            """,
+            "the loop clones another tensor every iteration (`value.data` of its own `value`): no one buffer fits them all",
+        ),
     )
     INVALID = (
         Invalid(
@@ -109,7 +123,10 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue
             loop = flow.loops[bind.loops[-1]]
             src_name = name_of(source)
-            if any(isinstance(e, Bind) and e.name == src_name and set(e.loops) & {bind.loops[-1]} for e in flow.events):
+            # `loss_value.data.clone()` in `for name, loss_value in ...`: the attribute of a name
+            # the loop rebinds is another tensor (maybe of another shape) every iteration too.
+            rebound = {src_name, src_name.split(".")[0]}
+            if any(isinstance(e, Bind) and e.name in rebound and set(e.loops) & {bind.loops[-1]} for e in flow.events):
                 continue  # the source changes every iteration
             roots = bind.value.roots
             kept = any(isinstance(e, Store) and e.value.roots & roots for e in flow.events) or any(
