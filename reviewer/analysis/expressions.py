@@ -64,7 +64,7 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
     if base.kind is Kind.MODULE:
         owned = frozenset(roots.member(r, attr) for r in base.roots) or frozenset((key,))
         if attr in ("weight", "bias"):
-            return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=owned, origin=origin)
+            return Value(kind=Kind.TENSOR, grad=base.params_grad, leaf=True, device=base.device, roots=owned, origin=origin)
         if attr in _BUFFER_NAMES:
             return Value(kind=Kind.TENSOR, grad=Tri.NO, device=base.device, roots=owned, origin=origin)
         # A submodule or a tensor: unknown, but one identity, so aliases of it can be followed.

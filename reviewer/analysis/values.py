@@ -88,6 +88,8 @@ class Value:
     element: Value | None = None
     # For modules: whether it owns parameters (nn.ReLU() does not, nn.Linear does).
     has_params: Tri = Tri.MAYBE
+    # For modules: whether its parameters require grad (NO after `.requires_grad_(False)`).
+    params_grad: Tri = Tri.YES
     # For modules built from torch.nn: the class name ("Linear", "Sigmoid").
     op: str = ""
     # The saved-for-backward records (their indices) this tensor's graph holds.
@@ -124,6 +126,7 @@ class Value:
             items=items,
             element=element,
             has_params=self.has_params.join(other.has_params),
+            params_grad=self.params_grad.join(other.params_grad),
             op=self.op if self.op == other.op else "",
             graph=self.graph | other.graph,
             origin=self.origin if self.origin == other.origin else "",

@@ -70,6 +70,10 @@ def _move(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Val
     elif method == "to" and "device" in kwargs:
         device = cx.device_of(kwargs["device"])
     updated = recv.but(device=device)
+    if method == "requires_grad_":
+        # `nn.Conv2d(...).requires_grad_(False)`: a BN-fusion target whose weights are then
+        # filled in place, legitimately.
+        updated = updated.but(params_grad=Tri.NO if first_argument_false(node, "requires_grad") else Tri.YES)
     key = dotted(node.func.value) if isinstance(node.func, cst.Attribute) else ""
     if key and key in cx.state:
         cx.state[key] = updated

@@ -99,6 +99,17 @@ class InplaceOnLeafRequiringGrad(Rule):
             """,
             ".data is not tracked (and not a leaf error)",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def fuse(conv: nn.Conv2d, scale: torch.Tensor) -> nn.Conv2d:
+                fused = nn.Conv2d(conv.in_channels, conv.out_channels, 3, bias=True).requires_grad_(False)
+                fused.weight.copy_(conv.weight * scale.view(-1, 1, 1, 1))
+                return fused
+            """,
+            "the new module's parameters were made not to require grad before they are filled",
+        ),
     )
     INVALID = (
         Invalid(
