@@ -51,7 +51,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_tokens import Case, corpus_cases, large_cases  # noqa: E402
+import git  # noqa: E402
+from llm_tokens import Case, corpus_cases, large_cases, write_tree  # noqa: E402
 
 # What README.md tells a user of a local server to set (one slot, slow answers).
 LOCAL_CONFIG = """[tool.review-copies]
@@ -195,17 +196,6 @@ def chosen_cases(limit_large: int) -> list[Case]:
     return cases
 
 
-def _git(folder: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=folder, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _write(folder: Path, files: dict[str, str]) -> None:
-    for path, text in files.items():
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-
-
 _PREFIX = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 
 
@@ -253,17 +243,17 @@ class Reviewed:
 def review(case: Case, url: str, model: str, ledger: Ledger) -> Reviewed:
     with tempfile.TemporaryDirectory(prefix="llm-local-") as tmp:
         folder = Path(tmp) / "repo"
-        folder.mkdir()
-        _git(folder, "init", "-q")
-        _git(folder, "config", "user.email", "bench@example.invalid")
-        _git(folder, "config", "user.name", "bench")
-        _write(folder, {**case.before, "pyproject.toml": LOCAL_CONFIG})
-        _git(folder, "add", "-A")
-        _git(folder, "commit", "-q", "-m", "base")
+        repo = git.Repo.init(folder)
+        with repo.config_writer() as cfg:
+            cfg.set_value("user", "name", "bench")
+            cfg.set_value("user", "email", "bench@example.invalid")
+        write_tree(folder, {**case.before, "pyproject.toml": LOCAL_CONFIG})
+        repo.git.add(A=True)
+        repo.index.commit("base")
         for path in case.before.keys() - case.after.keys():
             (folder / path).unlink()
-        _write(folder, case.after)
-        _git(folder, "add", "-A")  # new files too: the review reads the working tree against HEAD
+        write_tree(folder, case.after)
+        repo.git.add(A=True)  # new files too: the review reads the working tree against HEAD
         env = {**os.environ, "OPENAI_API_KEY": "local", "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
         ledger.take()
         started = time.perf_counter()

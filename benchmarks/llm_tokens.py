@@ -200,11 +200,16 @@ class Measured:
         return self.ours / self.baseline if self.baseline else 0.0
 
 
-def _commit(repo: git.Repo, root: Path, files: dict[str, str], message: str) -> None:
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Write `files` (repository-relative path -> text) under `root`."""
     for path, text in files.items():
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
+
+
+def _commit(repo: git.Repo, root: Path, files: dict[str, str], message: str) -> None:
+    write_tree(root, files)
     if files:
         repo.index.add(list(files))
     repo.index.commit(message)

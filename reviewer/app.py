@@ -27,6 +27,9 @@ def review_changeset(
 ) -> tuple[Report, tuple[type[Rule], ...]]:
     """`progress`, when given, hears the number of files reviewed so far."""
     rules = select_rules(settings.select, settings.ignore)
+    # The reviewed repository's root: where its configuration lives, what probes never read,
+    # and the place caches must stay out of.
+    root = config_root(settings.change)
     stages: list[Stage] = []
     if settings.offline:
         stages.append(offline_stage("no OPENAI_API_KEY" if settings.api_key is None else "--offline"))
@@ -34,16 +37,15 @@ def review_changeset(
         # Imported here: the client (openai) stays off the import path of offline reviews.
         from review_copies.llm.stage import llm_stage
 
-        stages.append(llm_stage(settings, rules, config_root(settings.change), stderr))
+        stages.append(llm_stage(settings, rules, root, stderr))
     if settings.sandbox:
-        root = config_root(settings.change)
         cache_dir = resolve_cache_dir(settings.sandbox_cache_dir, "sandbox-cache-dir", "sandbox", root, dict(os.environ))
         stages.append(SandboxStage(
             settings.device, stderr, files=changeset.files, budget=settings.sandbox_budget, cache_dir=cache_dir, keep_warm=settings.sandbox_keep_warm,
             unsafe_local=settings.sandbox_unsafe_local, untrusted=settings.untrusted, hide=(str(root),) if root else (),
         ))
     # The index's facts are cached where the other caches are (never in the reviewed repository).
-    index_cache = resolve_cache_dir(None, "index", "index", config_root(settings.change), dict(os.environ))
+    index_cache = resolve_cache_dir(None, "index", "index", root, dict(os.environ))
     options = StaticOptions(rules=rules, exclude=settings.exclude, want_hunks=not settings.offline, index_cache=str(index_cache) if index_cache else None, progress=progress)
     return review(changeset, options, stages), rules
 

@@ -69,6 +69,16 @@ def as_stream(completion: dict[str, Any], usage: bool, pieces: int = 3, delay: f
     return Response(events(), status=200, content_type="text/event-stream")
 
 
+def refusing(field: str, message: str) -> Handler:
+    """A server that answers 400 with `message` to every request carrying `field`, and an
+    empty finding list to the others."""
+
+    def handle(body: dict[str, Any], n: int) -> Response:
+        return error(400, message) if field in body else completion(answer())
+
+    return handle
+
+
 def streamed_slowly(content: str, pieces: int, delay: float) -> Handler:
     """A slow local model that writes its answer in `pieces`, one every `delay` seconds."""
 

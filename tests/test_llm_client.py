@@ -14,7 +14,7 @@ from review_copies.llm.requests import plan_requests
 from review_copies.llm.tokens import estimate_tokens
 from review_copies.model.errors import UsageError
 from review_copies.review.hunks import TensorHunk
-from tests.llm_fake import FakeOpenAI, answer, completion, error, slow, start_fake, streamed_slowly
+from tests.llm_fake import FakeOpenAI, answer, completion, error, refusing, slow, start_fake, streamed_slowly
 
 PROMPT = Prompt(system="system", user="user", schema={"type": "object"}, schema_note="\nschema")
 
@@ -54,12 +54,7 @@ def test_an_answer_without_usage_leaves_the_counts_to_estimate(fake: FakeOpenAI)
 
 
 def test_a_model_that_wants_max_completion_tokens_gets_it(fake: FakeOpenAI) -> None:
-    def handle(body, n):
-        if "max_tokens" in body:
-            return error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
-        return completion(answer())
-
-    fake.handler = handle
+    fake.handler = refusing("max_tokens", "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
     model, _ = client(fake)
     model.complete(PROMPT)
     model.complete(PROMPT)
@@ -67,10 +62,7 @@ def test_a_model_that_wants_max_completion_tokens_gets_it(fake: FakeOpenAI) -> N
 
 
 def test_a_server_that_takes_no_response_format_at_all_gets_the_schema_in_the_prompt(fake: FakeOpenAI) -> None:
-    def handle(body, n):
-        return error(400, "unknown field response_format") if "response_format" in body else completion(answer())
-
-    fake.handler = handle
+    fake.handler = refusing("response_format", "unknown field response_format")
     model, _ = client(fake)
     got = model.complete(PROMPT)
     assert got.mode == "none"
@@ -142,12 +134,7 @@ def test_a_slow_local_model_that_keeps_writing_is_waited_for(fake: FakeOpenAI) -
 
 
 def test_a_server_that_refuses_stream_options_streams_without_usage(fake: FakeOpenAI) -> None:
-    def handle(body, n):
-        if "stream_options" in body:
-            return error(400, "Unrecognized request argument supplied: stream_options")
-        return completion(answer())
-
-    fake.handler = handle
+    fake.handler = refusing("stream_options", "Unrecognized request argument supplied: stream_options")
     model, _ = client(fake)
     got = model.complete(PROMPT)
     assert got.content == '{"findings": []}' and got.prompt_tokens is None

@@ -78,7 +78,7 @@ def cpu_test(cx: Context, test: cst.BaseExpression) -> bool | None:
         return None
     left, right = test.left, test.comparisons[0].comparator
     for device, literal in ((left, right), (right, left)):
-        if _cpu_literal(cx, literal) and "device" in (dotted(device) or _code(device)):
+        if "device" in _code(device) and _cpu_literal(cx, literal):
             return isinstance(operator, (cst.Equal, cst.Is))
     return None
 
@@ -89,19 +89,19 @@ def _cpu_literal(cx: Context, node: cst.BaseExpression, follow: bool = True) -> 
     if isinstance(node, cst.Call) and dotted(node.func) in ("torch.device", "device") and node.args:
         return _cpu_literal(cx, node.args[0].value, follow=False)
     if follow and isinstance(node, cst.Name):
-        value = _module_constant(cx, node.value)
+        value = cx.file.once("module constants", lambda: _module_constants(cx.file.module)).get(node.value)
         return value is not None and _cpu_literal(cx, value, follow=False)
     return False
 
 
-def _module_constant(cx: Context, name: str) -> cst.BaseExpression | None:
-    """The value of `NAME = ...` at the top of the file (the last such binding)."""
-    found = None
-    for stmt in cx.file.module.body:
+def _module_constants(module: cst.Module) -> dict[str, cst.BaseExpression]:
+    """The value of each `NAME = ...` at the top of the file (the last binding of a name)."""
+    found: dict[str, cst.BaseExpression] = {}
+    for stmt in module.body:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == name:
-                    found = small.value
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    found[small.targets[0].target.value] = small.value
     return found
 
 
