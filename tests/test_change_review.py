@@ -160,3 +160,105 @@ def test_a_class_defined_twice_must_keep_in_both_to_count() -> None:
 
     assert RepoIndex(Files()).keeps("AverageMeter", "update", 0, None) is None
     assert file_facts(_dedent(METER))["classes"]["AverageMeter"]["methods"]["update"]["keeps"] == {"val": ["sum", 6, "accumulates"], "n": ["sum", 6, "accumulates"]}
+
+
+ACTION_SPACE = """
+import torch
+
+
+class GripperSpace:
+    gripper = (5, 11)
+
+    def postprocess(self, action: torch.Tensor) -> torch.Tensor:
+        action[..., self.gripper] = torch.sigmoid(action[..., self.gripper])
+        return action[..., :12]
+"""
+
+POLICY_DROPS = """
+from spaces import GripperSpace
+
+
+class Policy:
+    def __init__(self, net):
+        self.net = net
+        self.space = GripperSpace()
+
+    def act(self, obs):
+        action = self.net(obs)
+        return self.space.postprocess(action)
+"""
+
+POLICY_KEEPS = """
+from spaces import GripperSpace
+
+
+class Policy:
+    def __init__(self, net):
+        self.net = net
+        self.space = GripperSpace()
+
+    def act(self, obs):
+        action = self.net(obs)
+        trimmed = self.space.postprocess(action)
+        return trimmed, action.norm()
+"""
+
+
+def test_a_helper_writing_its_argument_is_reported_only_when_a_caller_elsewhere_reads_it_again(repo: Repo, tmp_path: Path) -> None:
+    repo.write("spaces.py", ACTION_SPACE)
+    repo.write("policy.py", POLICY_DROPS)
+    repo.commit("a policy that hands its fresh action over")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    quiet = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
+    assert quiet.json["findings"] == []
+    repo.write("policy.py", POLICY_KEEPS)
+    repo.commit("the policy reads its action again after the helper wrote into it")
+    loud = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
+    [finding] = loud.json["findings"]
+    assert finding["rule"] == "RC102" and finding["path"] == "spaces.py" and finding["line"] == 8
+
+
+ACTOR = """
+import torch
+from torch import nn
+
+
+class Actor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 2)
+
+    @torch.no_grad()
+    def select_action(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs)
+
+    def score(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs).sum()
+"""
+
+ROLLOUT = """
+import torch
+from actor import Actor
+
+
+def rollout(actor: Actor, obs: torch.Tensor):
+    actor.eval()
+    action = actor.select_action(obs).squeeze(0).cpu()
+    return action.numpy()
+
+
+def report(actor: Actor, obs: torch.Tensor):
+    actor.eval()
+    return actor.score(obs).cpu().numpy()
+"""
+
+
+def test_numpy_on_what_a_no_grad_method_elsewhere_returned_is_not_reported(repo: Repo, tmp_path: Path) -> None:
+    repo.write("actor.py", ACTOR)
+    repo.write("rollout.py", ROLLOUT)
+    repo.commit("an actor and its rollout")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
+    # `select_action` is decorated with @torch.no_grad() in actor.py: its result carries no
+    # graph. `score` is not: converting its result still raises.
+    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]

@@ -66,6 +66,8 @@ class Context:
         self.no_grad_from_callers = 0
         self.loop_stack: list[int] = []
         self.arm_stack: list[tuple[int, int]] = []
+        # How many enclosing arms run because an `inplace` flag asked for them.
+        self.opted_in = 0
         self.counters = Counters()
         self.backward_names: frozenset[str] = frozenset()
         self.scalar_defaults: frozenset[str] = frozenset()
@@ -110,7 +112,7 @@ class Context:
             return
         event = cls(
             node=node, line=self.line(node), loops=tuple(self.loop_stack), no_grad=self.no_grad > 0, index=next(self.counters.events),
-            stmt=self.current, line_node=self.current_line, no_grad_here=self.no_grad > self.no_grad_from_callers, arms=tuple(self.arm_stack), **fields,  # type: ignore[call-arg]
+            stmt=self.current, line_node=self.current_line, no_grad_here=self.no_grad > self.no_grad_from_callers, arms=tuple(self.arm_stack), opted_in=self.opted_in > 0, **fields,  # type: ignore[call-arg]
         )
         self.flow.events.append(event)
 
@@ -169,7 +171,7 @@ class Context:
         if not self.recording or self.no_grad or value.kind is not Kind.TENSOR:
             return None
         index = next(self.counters.events)
-        self.flow.saved.append(Saved(value.roots, self.line(node), op, index, tuple(self.loop_stack), attached, self.in_forward, node))
+        self.flow.saved.append(Saved(value.roots, self.line(node), op, index, tuple(self.loop_stack), attached, self.in_forward, node, arms=tuple(self.arm_stack)))
         return index
 
     @staticmethod

@@ -36,6 +36,8 @@ class Event:
     no_grad_here: bool = field(default=False, compare=False, repr=False, kw_only=True)
     # The branch arms around the event: (branch id, arm) for each enclosing `if`/`match`.
     arms: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False, kw_only=True)
+    # In the arm a flag like `self.inplace` selects: the caller asked for the in-place work.
+    opted_in: bool = field(default=False, compare=False, repr=False, kw_only=True)
 
     def exclusive_with(self, other: Event) -> bool:
         """Do the two sit in different arms of one branch, so one run never sees both?
@@ -141,6 +143,8 @@ class Saved:
     attached: bool = False
     in_forward: bool = False
     node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
+    # The branch arms around the save, as `Event.arms`.
+    arms: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,8 @@ class FunctionFlow:
     # The repository around the file (`index.RepoIndex`), for rules that ask about other
     # functions and classes; None when reviewing without one.
     index: Any = None
+    # Arms (branch id, arm) that always leave the function (`if inplace: return x.mul_(w)`).
+    exited_arms: set[tuple[int, int]] = field(default_factory=set)
 
     @property
     def name(self) -> str:
@@ -174,6 +180,11 @@ class FunctionFlow:
     @property
     def is_forward(self) -> bool:
         return self.in_module_class and self.scope is not None and self.scope.name == "forward"
+
+    def left_between(self, earlier: tuple[tuple[int, int], ...], later: tuple[tuple[int, int], ...]) -> bool:
+        """Whether what ran in the arms `earlier` cannot be followed by what runs in the arms
+        `later`: an arm of the first leaves the function and the second is not inside it."""
+        return any(branch and (branch, arm) in self.exited_arms and (branch, arm) not in later for branch, arm in earlier)
 
     def of(self, kind: type[Event]) -> Iterator:
         return (e for e in self.events if isinstance(e, kind))

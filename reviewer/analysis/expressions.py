@@ -13,7 +13,7 @@ from review_copies.analysis.events import Call, Use
 from review_copies.analysis.semantics import api, callables, functions, methods
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.semantics.modules import MODULE_METHODS
-from review_copies.analysis.syntax import code_of, dotted, short_code
+from review_copies.analysis.syntax import code_of, dotted, opt_in_arm, short_code
 from review_copies.analysis.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _BUFFER_NAMES = frozenset(("running_mean", "running_var", "num_batches_tracked"))
@@ -227,9 +227,13 @@ def _conditional(cx: Context, node: cst.IfExp) -> Value:
     before = dict(cx.state)
     when_true, when_false = cx.narrowing(node.test)
     cx.state.update(when_true)
+    flagged = opt_in_arm(node.test)
+    cx.opted_in += flagged == 0
     body = cx.ev(node.body)
+    cx.opted_in += (flagged == 1) - (flagged == 0)
     cx.state = {**before, **when_false}
     orelse = cx.ev(node.orelse)
+    cx.opted_in -= flagged == 1
     cx.state = before
     return body.join(orelse)
 

@@ -19,7 +19,7 @@ from review_copies.analysis.narrowing import narrow
 from review_copies.analysis.queries.callers import called_only_under_no_grad
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
-from review_copies.analysis.syntax import bound_names, code_of, dotted, names_in, statement_bodies
+from review_copies.analysis.syntax import bound_names, code_of, dotted, names_in, opt_in_arm, statement_bodies
 from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Kind, Tri, Value
 
 # Deeper loops run once: replaying every level would cost 2**depth passes.
@@ -107,12 +107,21 @@ class Interpreter(Context):
         self.state.update(when_true)
         branch = self.branch_id()
         self.arm_stack.append((branch, 0))
+        flagged = opt_in_arm(stmt.test)
+        self.opted_in += flagged == 0
         self.block(stmt.body.body)
+        self.opted_in -= flagged == 0
+        if _exits(stmt.body.body):
+            self.flow.exited_arms.add((branch, 0))
         self.arm_stack[-1] = (branch, 1)
         after_body = self.state
         self.state = {**before, **when_false}
         if stmt.orelse is not None:
+            self.opted_in += flagged == 1
             self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
+            self.opted_in -= flagged == 1
+            if _if_exits(stmt.orelse) if isinstance(stmt.orelse, cst.If) else _exits(list(statement_bodies(stmt.orelse))):
+                self.flow.exited_arms.add((branch, 1))
         self.arm_stack.pop()
         self.state = _after_if(stmt, after_body, self.state)
 
@@ -269,6 +278,9 @@ class Interpreter(Context):
             value = value.but(kind=Kind.TENSOR, grad=Tri.YES)
         if not value.origin:
             value = value.but(origin=f"`{name}`")
+        prefix = name + "."
+        for stale in [k for k in self.state if k.startswith(prefix)]:
+            del self.state[stale]  # `sample.w` was the previous object's attribute (a loop's last item, `a = b`)
         self.state[name] = value
         self.emit(Bind, target, name=name, value=value, expr=expr)
 
@@ -340,6 +352,9 @@ def _after_if(stmt: cst.If, after_body: State, after_else: State) -> State:
     facts hold. (`continue`/`break` arms still reach the loop's next iteration: joined.)"""
     body_exits = _exits(stmt.body.body)
     else_exits = stmt.orelse is not None and not isinstance(stmt.orelse, cst.If) and _exits(list(statement_bodies(stmt.orelse)))
+    if isinstance(stmt.orelse, cst.If):
+        # `elif`: the chain after the first arm exits when every arm of it does, `else` included.
+        else_exits = _if_exits(stmt.orelse)
     if body_exits and not else_exits:
         return after_else
     if else_exits and not body_exits:
@@ -352,4 +367,16 @@ def _exits(body: Sequence[cst.BaseStatement]) -> bool:
     if not body:
         return False
     last_stmt = body[-1]
+    if isinstance(last_stmt, cst.If):
+        return _if_exits(last_stmt)
     return isinstance(last_stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Return, cst.Raise)) for s in last_stmt.body)
+
+
+def _if_exits(stmt: cst.If) -> bool:
+    """An `if` leaves the function when it has an `else` and every arm ends by leaving:
+    `if inplace: return x.mul_(w)` / `else: return x * w`."""
+    if stmt.orelse is None or not _exits(stmt.body.body):
+        return False
+    if isinstance(stmt.orelse, cst.If):
+        return _if_exits(stmt.orelse)
+    return _exits(list(statement_bodies(stmt.orelse)))

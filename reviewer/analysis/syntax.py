@@ -21,6 +21,16 @@ def dotted(node: cst.CSTNode) -> str:
     return ""
 
 
+def opt_in_arm(test: cst.BaseExpression) -> int | None:
+    """Which arm of a branch runs because the caller asked for in-place work: 0 (the body)
+    for `if self.inplace:`, 1 (the else) for `if not inplace:`, None for any other test."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = opt_in_arm(test.expression)
+        return None if inner is None else 1 - inner
+    name = dotted(test).rpartition(".")[2].lower()
+    return 0 if name and name.replace("_", "").endswith("inplace") else None
+
+
 def last(qualname: str) -> str:
     """`torch.nn.Linear` -> `Linear`."""
     return qualname.rsplit(".", 1)[-1]

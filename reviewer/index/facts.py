@@ -1,7 +1,9 @@
 """Facts about one file's classes and functions, read with `ast` (libcst's concrete tree
 would cost ten times as much for what the index keeps): for every method and function,
 which parameters it writes in place, which it accumulates or stores on `self` (and into
-which attribute), which it returns as they are. Plain JSON, so that it can be cached."""
+which attribute), which it returns as they are, whether it runs with autograd off by its
+own decorator; and every call in the file, with which of the names it passes its caller
+reads again afterwards. Plain JSON, so that it can be cached."""
 
 from __future__ import annotations
 
@@ -65,7 +67,64 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
                 writes.add(owner.id)
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in param_set:
             returns.add(node.value.id)
-    return {"params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns)}
+    return {"params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns), "grad_off": _grad_off(fn)}
+
+
+_GRAD_OFF = ("no_grad", "inference_mode")
+
+
+def _grad_off(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """`@torch.no_grad()`, `@torch.inference_mode()`: the body, and what it returns, carry no graph."""
+    for d in fn.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+        if name in _GRAD_OFF:
+            return True
+    return False
+
+
+def _passed(arg: ast.expr) -> str | None:
+    """What a call passes: a name; "" for a new value of arithmetic (`x * 2`), which no one
+    else holds; None for anything that may be shared (an attribute, an item, a call that
+    may return a view)."""
+    if isinstance(arg, ast.Name):
+        return arg.id
+    return "" if isinstance(arg, (ast.BinOp, ast.UnaryOp)) else None
+
+
+def _calls(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Facts]:
+    """The calls in one function, each with the names it passes (by position and keyword)
+    and those of them the function reads again after the call's statement (in a loop, the
+    whole loop is after it). A name the statement rebinds (`x = f(x)`) is read afterwards
+    only as the new value, so it is not counted."""
+    params = set(_params(fn))
+    loads: list[tuple[int, str]] = []
+    stores: dict[int, set[str]] = {}
+    loops: list[tuple[int, int]] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.append((node.lineno, node.id))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            loops.append((node.lineno, node.end_lineno or node.lineno))
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            stores.setdefault(node.lineno, set()).update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    out: list[Facts] = []
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
+            continue
+        callee = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        positional = [_passed(a) for a in node.args if not isinstance(a, ast.Starred)]
+        keywords = {k.arg: _passed(k.value) for k in node.keywords if k.arg}
+        passed = {n for n in (*positional, *keywords.values()) if n}
+        line, end = node.lineno, node.end_lineno or node.lineno
+        around = [(s, e) for s, e in loops if s <= line <= e]
+        rebound = stores.get(line, set())
+        kept = sorted({n for at, n in loads if n in passed and n not in rebound and not line <= at <= end and (at > end or any(s <= at <= e for s, e in around))})
+        # The caller's own parameter belongs to its caller in turn, who may read it again.
+        kept = sorted({*kept, *(passed & params)})
+        out.append({"callee": callee, "line": line, "method": isinstance(node.func, ast.Attribute), "pos": positional, "kw": keywords, "kept": kept})
+    return out
 
 
 def file_facts(text: str) -> Facts:
@@ -73,13 +132,17 @@ def file_facts(text: str) -> Facts:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return {"classes": {}, "functions": {}}
+        return {"classes": {}, "functions": {}, "calls": []}
     classes: dict[str, Facts] = {}
     functions: dict[str, Facts] = {}
+    calls: list[Facts] = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            methods = {m.name: function_facts(m) for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            classes[node.name] = {"line": node.lineno, "methods": methods}
+            defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            classes[node.name] = {"line": node.lineno, "methods": {m.name: function_facts(m) for m in defs}}
+            for m in defs:
+                calls.extend(_calls(m))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-    return {"classes": classes, "functions": functions}
+            calls.extend(_calls(node))
+    return {"classes": classes, "functions": functions, "calls": calls}

@@ -19,7 +19,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,40 @@ class RepoIndex:
                 return None
             found.append(Kept(path, cls, method, param, kept[0], kept[1], kept[2]))
         return found[0] if found else None
+
+    def callers_drop(self, name: str, position: int | None, keyword: str | None) -> bool | None:
+        """Whether every call of `name` in the repository that passes a name for the
+        parameter at `position` (after `self` for a method) or `keyword` never reads that
+        name again: True when each does so, False when one reads it again or passes
+        something else that may be shared (an attribute, a subscript), None when no call
+        passes it."""
+        seen = False
+        for path in self._paths(f"{name}("):
+            for call in (self.facts(path) or {}).get("calls", []):
+                if call["callee"] != name:
+                    continue
+                if keyword is not None and keyword in call["kw"]:
+                    passed = call["kw"][keyword]
+                elif position is not None and position < len(call["pos"]):
+                    passed = call["pos"][position]
+                else:
+                    continue  # not passed here (a default, or `*args`)
+                if passed is None or passed in call["kept"]:
+                    return False  # something that may be shared, or a name read again
+                seen = True
+        return True if seen else None
+
+    def grad_off(self, name: str) -> bool:
+        """Whether every definition of the function or method `name` in the repository runs
+        with autograd off by its decorator (`@torch.no_grad()`), and there is one."""
+        found = False
+        for path in self._paths(f"def {name}("):
+            facts = self.facts(path) or {}
+            defs = [facts.get("functions", {}).get(name)] + [c["methods"].get(name) for c in facts.get("classes", {}).values()]
+            for fn in defs:
+                if fn is None:
+                    continue
+                if not fn.get("grad_off"):
+                    return False
+                found = True
+        return found

@@ -87,10 +87,19 @@ def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:
     return (e for e in flow.of(Write) if overlaps(e.target.roots, roots))
 
 
+# Builtins that only look at their arguments: `hasattr(model, "state_dict")` changes nothing.
+_LOOKING_BUILTINS = frozenset(
+    "hasattr getattr isinstance issubclass callable len id type repr str hash format print bool int float "
+    "iter zip enumerate sorted reversed min max sum any all list tuple vars dir".split()
+)
+
+
 def calls_with(flow: FunctionFlow, name: str) -> Iterator[Call]:
     """Calls of unknown functions that take `name` as an argument (they may change it)."""
     for e in flow.of(Call):
         if e.qualnames or e.method:
+            continue
+        if isinstance(e.call.func, cst.Name) and e.call.func.value in _LOOKING_BUILTINS:
             continue
         for arg in e.call.args:
             if name_of(arg.value) == name:

@@ -28,7 +28,7 @@ def backward_later(flow: FunctionFlow, after: int, saved: int) -> bool:
 def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
     """A tensor autograd saved before this write, still needed (no backward freed it)."""
     for saved in flow.saved:
-        needed = saved.index < write.index and not backward_between(flow, saved.index, write.index, saved.index)
+        needed = saved.index < write.index and not flow.left_between(saved.arms, write.arms) and not backward_between(flow, saved.index, write.index, saved.index)
         if needed and overlaps(saved.roots, write.target.roots) and (saved.attached or saved.in_forward) and not _rebound(flow, saved, write):
             if write.op == "optimizer.step()" and not backward_later(flow, write.index, saved.index):
                 continue  # stepping with a graph still alive is harmless unless it is backpropagated after

@@ -9,6 +9,7 @@ import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Return, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of
 from review_copies.analysis.values import Kind
 
@@ -67,3 +68,39 @@ def restored(flow: FunctionFlow, write: Write) -> bool:
     """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`."""
     writes = [w for w in flow.of(Write) if w.target.roots & write.target.roots]
     return len(writes) > 1 and any(w.op == ".copy_()" for w in writes)
+
+
+def write_only(flow: FunctionFlow, arg: str) -> bool:
+    """The function only ever writes into `arg` (`counts[i] += n`, `out.add_(x)`) and never
+    reads it for anything else: an output the caller hands over to be filled, whatever it
+    is named."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    written: set[int] = set()
+    seen: list[cst.Name] = []
+
+    def base(target: cst.BaseExpression) -> cst.BaseExpression:
+        while isinstance(target, cst.Subscript):
+            target = target.value
+        return target
+
+    class _Walk(cst.CSTVisitor):
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            written.add(id(base(node.target)))
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Subscript):
+                written.add(id(base(node.target)))
+
+        def visit_Expr(self, node: cst.Expr) -> None:
+            call = node.value
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and api.is_inplace_method(call.func.attr.value):
+                written.add(id(base(call.func.value)))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == arg:
+                seen.append(node)
+
+    scope.node.body.visit(_Walk())
+    return bool(seen) and all(id(n) in written for n in seen)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from review_copies.analysis import roots
-from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.events import FunctionFlow, Use, Write
 from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, returns_argument
 from review_copies.analysis.queries.intent import (
@@ -17,6 +19,7 @@ from review_copies.analysis.queries.intent import (
     returns_a_number,
     returns_something,
     state_like,
+    write_only,
 )
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
@@ -42,7 +45,10 @@ class InplaceOnArgument(Rule):
     `init_*`, `reset_*`, `update_*`, writing into `out=`-style parameters, or doing it
     under `torch.no_grad()`), functions that return the argument they changed or only a
     number about it, and arguments every call in the file passes fresh, never reads
-    again, returns itself or calls for the effect alone are not reported. A module's
+    again, returns itself or calls for the effect alone are not reported; nor are those
+    that every call in the repository (its index, by the function's name) passes as a
+    name it never reads again, and parameters the function only ever writes into (an
+    output to fill, whatever its name). A module's
     `forward` input is RC204's.
 
     ## Example
@@ -192,6 +198,23 @@ class InplaceOnArgument(Rule):
             """,
             "`transform_boxes_` is no torch.Tensor method: a trailing underscore is only a naming habit",
         ),
+        Valid(
+            """
+            import torch
+            class Bleu:
+                def _count(self, references, candidates, numerators: torch.Tensor, denominators: torch.Tensor) -> tuple[int, int]:
+                    hyp, ref = 0, 0
+                    for refs, cand in zip(references, candidates):
+                        for i in range(1, 5):
+                            n, d = overlap(refs, cand, i)
+                            numerators[i] += n
+                            denominators[i] += d
+                        hyp += len(cand)
+                        ref += len(refs[0])
+                    return hyp, ref
+            """,
+            "the method never reads `numerators`, it only adds into it: an output the caller handed over to be filled",
+        ),
     )
     INVALID = (
         Invalid(
@@ -283,11 +306,11 @@ class InplaceOnArgument(Rule):
             return
         reported: set[str] = set()
         for write in flow.of(Write):
-            if deliberate_write(write) or write.no_grad_here or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+            if deliberate_write(write) or write.no_grad_here or write.opted_in or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
                 continue
             if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
-            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p))
+            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p) and not write_only(flow, p))
             if not owned:
                 yield from _into_module(flow, write, reported)
                 continue
@@ -298,9 +321,11 @@ class InplaceOnArgument(Rule):
             if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]) or callers_expect_the_write(flow, owned[0]):
                 continue
             arg = owned[0]
+            writer = name_of(write.target_node)
+            if not _read_after_through_alias(flow, write, arg, writer) and _callers_in_repository_drop(flow, arg):
+                continue  # every call in the repository passes a name it never reads again
             if flow.change is not None and arg in flow.change.base_writes:
                 continue  # the base version wrote it in place already: that is the function's contract
-            writer = name_of(write.target_node)
             if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
                 continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
             reported.add(arg)
@@ -345,3 +370,22 @@ def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterat
         f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
     )
     yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
+
+
+def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:
+    """`noisy = clean; noisy.add_(n); ...; mse(pred, clean)`: the function itself reads the
+    argument after writing it under another name, so the hazard is inside it, whoever calls."""
+    return writer != arg and any(isinstance(e, Use) and e.name == arg for e in flow.after(write))
+
+
+def _callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
+    """The repository's index knows every call of this function by name, in any file, and
+    none of them reads again what it passed for `arg`: the write is invisible to callers."""
+    scope = flow.scope
+    if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    params = [p.name.value for p in scope.node.params.params]
+    if scope.kind == "method" and params:
+        params = params[1:]
+    position = params.index(arg) if arg in params else None
+    return flow.index.callers_drop(scope.name, position, arg) is True

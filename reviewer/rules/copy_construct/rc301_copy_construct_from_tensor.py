@@ -119,6 +119,19 @@ class CopyConstructFromTensor(Rule):
             """,
             "a list of steps that nothing runs as a pipeline says nothing about their inputs",
         ),
+        Valid(
+            """
+            import torch
+            def answer_weights(samples):
+                for sample in samples:
+                    if not hasattr(sample, "weight"):
+                        sample.weight = torch.tensor([0.2])
+                    else:
+                        sample.weight = torch.tensor(sample.weight)
+                return torch.cat([s.weight for s in samples])
+            """,
+            "each iteration has a new `sample`: the tensor the previous one was given says nothing about this one's list",
+        ),
     )
     INVALID = (
         Invalid(

@@ -11,6 +11,12 @@ from review_copies.analysis.syntax import code_of
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
+# The dtype each legacy constructor accepts without raising.
+_DTYPES = {
+    "Tensor": "float32", "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
+    "ByteTensor": "uint8", "CharTensor": "int8", "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
+}
+
 
 class LegacyConstructorAlias(Rule):
     """
@@ -23,7 +29,8 @@ class LegacyConstructorAlias(Rule):
     return an alias of `t` (torch 2.13: `AliasBackward0`) that shares its memory, its
     version counter and its graph, so an in-place write through either name changes
     both; for any other dtype they raise a `TypeError`. Code that meant a snapshot keeps
-    a reference.
+    a reference. A temporary no other name holds (`torch.Tensor(torch.zeros(n))`) shares
+    nothing and is not reported.
 
     ## Example
     ```python
@@ -83,6 +90,16 @@ class LegacyConstructorAlias(Rule):
             """,
             "a cast for the type checker: the branch never runs",
         ),
+        Valid(
+            """
+            import torch
+            def pad(x: torch.Tensor, gap: int) -> torch.Tensor:
+                b, n, _ = x.shape
+                zeros = torch.Tensor(torch.zeros(b, n, gap)).type(x.dtype).to(x.device)
+                return torch.cat([x, zeros], dim=2)
+            """,
+            "the alias is of a temporary no other name holds: nothing is shared",
+        ),
     )
     INVALID = (
         Invalid(
@@ -127,6 +144,8 @@ class LegacyConstructorAlias(Rule):
             if arg.keyword is not None or arg.star or not event.args or not event.args[0].is_tensor:
                 continue
             ctor = next(q for q in event.qualnames if q in api.LEGACY_CONSTRUCTORS).replace("torch.", "", 1)
+            if event.args[0].fresh and event.args[0].dtype in (None, _DTYPES.get(ctor.rpartition(".")[2])):
+                continue  # `torch.Tensor(torch.zeros(n))`: an alias of a temporary nobody else holds shares nothing
             what = code_of(arg.value)
             message = (
                 f"`torch.{ctor}({what})` does not copy: it returns an alias of `{what}` that shares "

@@ -72,6 +72,26 @@ class InplaceOnSavedTensor(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            class Scale(nn.Module):
+                def __init__(self, dim: int, channels_first: bool = False):
+                    super().__init__()
+                    self.channels_first = channels_first
+                    self.weight = nn.Parameter(torch.ones(dim))
+                def forward(self, x):
+                    y = x + 1
+                    if self.channels_first:
+                        if self.weight.dim() == 1:
+                            return y * self.weight.view(-1, 1, 1)
+                        else:
+                            return y * self.weight
+                    return y.mul_(self.weight)
+            """,
+            "the multiplications that save `y` are in arms that all return: the in-place one never follows them",
+        ),
+        Valid(
+            """
+            import torch
             def f():
                 w = torch.randn(3, requires_grad=True)
                 y = torch.sigmoid(w)

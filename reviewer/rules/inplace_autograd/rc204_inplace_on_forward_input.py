@@ -29,6 +29,8 @@ class InplaceOnForwardInput(Rule):
     their input). Writing into it in place makes `loss.backward()` raise "one of the
     variables needed for gradient computation has been modified by an inplace operation"
     as soon as the module is put after such a layer, and it changes the caller's tensor.
+    A write in the arm an `inplace` flag selects (`if self.inplace:`, `x.mul_(w) if inplace
+    else x * w`) is the mode the caller asked for and is not reported.
 
     ## Example
     ```python
@@ -82,6 +84,22 @@ class InplaceOnForwardInput(Rule):
             """,
             "the residual add writes into the block's own tensor, not its input",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class LayerScale(nn.Module):
+                def __init__(self, dim: int, inplace: bool = False):
+                    super().__init__()
+                    self.inplace = inplace
+                    self.weight = nn.Parameter(torch.ones(dim))
+                def forward(self, x):
+                    if self.inplace:
+                        return x.mul_(self.weight)
+                    return x * self.weight
+            """,
+            "an opt-in mode: the caller built the module with `inplace=True` to save the memory",
+        ),
     )
     INVALID = (
         Invalid(
@@ -116,7 +134,7 @@ class InplaceOnForwardInput(Rule):
             return
         inputs = {roots.argument(p) for p, v in flow.params.items() if v.kind is Kind.TENSOR}
         for write in flow.of(Write):
-            if write.no_grad or deliberate_write(write) or not write.target.roots & inputs or not write.target.certain:
+            if write.no_grad or write.opted_in or deliberate_write(write) or not write.target.roots & inputs or not write.target.certain:
                 continue
             if write.op.startswith("[...]") or saved_before(flow, write) is not None:
                 continue  # masking entries is common and mostly harmless; a saved tensor is RC201's

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.rewrite import chain, method
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, receiver_of
 from review_copies.analysis.values import Device, Tri, Value
 from review_copies.model.findings import Category, Severity
@@ -24,7 +26,9 @@ class NumpyOnGradOrGpuTensor(Rule):
     It fails at run time: on a tensor attached to the graph with "RuntimeError: Can't call
     numpy() on Tensor that requires grad", and on a CUDA tensor with "TypeError: can't
     convert cuda:0 device type tensor to numpy". Code that only ever ran on CPU under
-    `no_grad` breaks the day it trains or moves to a GPU.
+    `no_grad` breaks the day it trains or moves to a GPU. What a function or method that the
+    repository defines under `@torch.no_grad()` returns (`actor.select_action(obs)`) carries
+    no graph, whatever module it was called on.
 
     ## Example
     ```python
@@ -171,14 +175,39 @@ class NumpyOnGradOrGpuTensor(Rule):
             if event.method == "numpy" and event.receiver is not None and event.receiver.is_tensor:
                 if any(a.keyword is not None and a.keyword.value == "force" for a in event.call.args):
                     continue
-                problem = _problem(event.receiver, code_of(receiver_of(event.call)))
+                value = _without_grad_off_graph(flow, event.receiver, receiver_of(event.call), event.index)
+                problem = _problem(value, code_of(receiver_of(event.call)))
                 if problem:
-                    yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)), claims=_claims(event.receiver))
+                    yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)), claims=_claims(value))
             elif event.is_any(("numpy.asarray", "numpy.array", "numpy.asanyarray")) and event.args and event.args[0].is_tensor:
                 arg = event.call.args[0].value
-                problem = _problem(event.args[0], code_of(arg))
+                value = _without_grad_off_graph(flow, event.args[0], arg, event.index)
+                problem = _problem(value, code_of(arg))
                 if problem:
-                    yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")), claims=_claims(event.args[0]))
+                    yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")), claims=_claims(value))
+
+
+def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, before: int) -> Value:
+    """The tensor as the repository knows it: what a method or function defined under
+    `@torch.no_grad()` returned (`actor.select_action(obs).cpu()`, or a name bound to it)
+    carries no graph, whatever a guess about calling a module said."""
+    if value.grad is not Tri.YES or flow.index is None:
+        return value
+    tensor_methods = api.tensor_methods()
+    for _ in range(8):
+        if isinstance(expr, cst.Name):
+            bind = last_bind(flow, expr.value, before)
+            if bind is None or bind.expr is None:
+                return value
+            expr, before = bind.expr, bind.index
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in tensor_methods:
+            expr = expr.func.value  # `.squeeze(0)`, `.cpu()`, `.float()`: a graph passes through
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
+            name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
+            return value.but(grad=Tri.NO) if flow.index.grad_off(name) else value
+        else:
+            return value
+    return value
 
 
 def _problem(value: Value, what: str) -> str:

@@ -95,6 +95,22 @@ class StateDictSnapshot(Rule):
             """,
             "writing into the live weights through the state_dict is the point",
         ),
+        Valid(
+            """
+            from copy import copy
+            import torch
+            class Scheduler:
+                def state_dict(self):
+                    destination = {}
+                    for name in self._state_attrs:
+                        val = getattr(self, name)
+                        if hasattr(val, "state_dict"):
+                            val = val.state_dict()
+                        destination[name] = copy(val)
+                    return destination
+            """,
+            "`hasattr` only looks at the object: nothing changes the state_dict before it is stored",
+        ),
     )
     INVALID = (
         Invalid(
