@@ -262,3 +262,48 @@ def test_numpy_on_what_a_no_grad_method_elsewhere_returned_is_not_reported(repo:
     # `select_action` is decorated with @torch.no_grad() in actor.py: its result carries no
     # graph. `score` is not: converting its result still raises.
     assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]
+
+
+BASE_POLICY = """
+import abc
+import torch
+
+
+class Policy(abc.ABC):
+    @abc.abstractmethod
+    def select_action(self, obs: torch.Tensor) -> torch.Tensor:
+        \"\"\"One action for the environment.\"\"\"
+        raise NotImplementedError
+"""
+
+
+def test_an_abstract_declaration_does_not_hide_the_no_grad_implementations(repo: Repo, tmp_path: Path) -> None:
+    repo.write("base.py", BASE_POLICY)
+    repo.write("actor.py", ACTOR)
+    repo.write("rollout.py", ROLLOUT)
+    repo.commit("an abstract policy, an actor and its rollout")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
+    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]
+
+
+DUMMY = """
+import torch
+
+
+class DummyPolicy:
+    def select_action(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs * 0
+"""
+
+
+def test_the_receivers_declared_class_decides_which_method_runs(repo: Repo, tmp_path: Path) -> None:
+    # A test double defines `select_action` without no_grad; `rollout` declares `actor: Actor`,
+    # whose method is decorated, so the double does not make its result attached.
+    repo.write("tests/dummy.py", DUMMY)
+    repo.write("actor.py", ACTOR)
+    repo.write("rollout.py", ROLLOUT)
+    repo.commit("an actor, a test double and a rollout")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
+    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]

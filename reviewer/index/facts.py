@@ -67,7 +67,19 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
                 writes.add(owner.id)
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in param_set:
             returns.add(node.value.id)
-    return {"params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns), "grad_off": _grad_off(fn)}
+    return {"params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns), "grad_off": _grad_off(fn), "stub": _stub(fn)}
+
+
+def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """An abstract or placeholder body (a docstring, `pass`, `...`, `raise NotImplementedError`):
+    it says nothing about what the real implementations do."""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, (ast.Pass, ast.Raise)):
+            continue
+        return False
+    return True
 
 
 _GRAD_OFF = ("no_grad", "inference_mode")

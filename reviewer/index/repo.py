@@ -19,7 +19,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -118,15 +118,31 @@ class RepoIndex:
 
     def grad_off(self, name: str) -> bool:
         """Whether every definition of the function or method `name` in the repository runs
-        with autograd off by its decorator (`@torch.no_grad()`), and there is one."""
+        with autograd off by its decorator (`@torch.no_grad()`), and there is one; abstract
+        declarations (`raise NotImplementedError`) are not definitions."""
         found = False
         for path in self._paths(f"def {name}("):
             facts = self.facts(path) or {}
             defs = [facts.get("functions", {}).get(name)] + [c["methods"].get(name) for c in facts.get("classes", {}).values()]
             for fn in defs:
-                if fn is None:
-                    continue
+                if fn is None or fn.get("stub"):
+                    continue  # an abstract declaration: the implementations decide
                 if not fn.get("grad_off"):
                     return False
                 found = True
+        return found
+
+    def method_grad_off(self, cls: str, method: str) -> bool | None:
+        """Whether `cls.method` runs with autograd off by its decorator, for every class of
+        that name in the repository that defines it; None when no class of that name defines
+        it here (it is inherited, or the class lives elsewhere)."""
+        found: bool | None = None
+        for path in self._paths(f"class {cls}"):
+            info = (self.facts(path) or {}).get("classes", {}).get(cls)
+            fn = info["methods"].get(method) if info is not None else None
+            if fn is None or fn.get("stub"):
+                continue
+            if not fn.get("grad_off"):
+                return False
+            found = True
         return found

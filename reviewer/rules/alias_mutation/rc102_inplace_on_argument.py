@@ -215,6 +215,17 @@ class InplaceOnArgument(Rule):
             """,
             "the method never reads `numerators`, it only adds into it: an output the caller handed over to be filled",
         ),
+        Valid(
+            """
+            import torch
+            from mmengine.model import BaseModule
+            class CrossCorrelationLoss(BaseModule):
+                def forward(self, c: torch.Tensor) -> torch.Tensor:
+                    on_diag = torch.diagonal(c).add_(-1).pow_(2).sum()
+                    return on_diag
+            """,
+            "a module's forward (its base comes from another package): its input is RC204's to judge",
+        ),
     )
     INVALID = (
         Invalid(
@@ -302,7 +313,7 @@ class InplaceOnArgument(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
+        if is_mutating_function(flow) or flow.is_forward or _forward_of_a_subclass(flow) or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
             return
         reported: set[str] = set()
         for write in flow.of(Write):
@@ -370,6 +381,14 @@ def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterat
         f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
     )
     yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
+
+
+def _forward_of_a_subclass(flow: FunctionFlow) -> bool:
+    """`forward` of a class built on a base from another package (`BaseModule`,
+    `LightningModule`): a module's forward, whose input is RC204's, even when the file
+    cannot show that the base is an `nn.Module`."""
+    scope = flow.scope
+    return scope is not None and scope.name == "forward" and scope.class_node is not None and bool(scope.class_node.bases)
 
 
 def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.rewrite import chain, method
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, code_of, receiver_of
+from review_copies.analysis.syntax import call_method_name, code_of, dotted, receiver_of
 from review_copies.analysis.values import Device, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -204,10 +204,30 @@ def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpr
             expr = expr.func.value  # `.squeeze(0)`, `.cpu()`, `.float()`: a graph passes through
         elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
             name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
-            return value.but(grad=Tri.NO) if flow.index.grad_off(name) else value
+            cls = _class_of(flow, expr.func.value, before) if isinstance(expr.func, cst.Attribute) else ""
+            known = flow.index.method_grad_off(cls, name) if cls else None
+            off = known if known is not None else flow.index.grad_off(name)
+            return value.but(grad=Tri.NO) if off else value
         else:
             return value
     return value
+
+
+def _class_of(flow: FunctionFlow, receiver: cst.BaseExpression, before: int) -> str:
+    """The class a receiver is declared or built as: `actor: Actor` among the parameters, or
+    `actor = Actor(cfg)`; "" when neither says."""
+    if not isinstance(receiver, cst.Name):
+        return ""
+    scope = flow.scope
+    if scope is not None and isinstance(scope.node, cst.FunctionDef):
+        for param in (*scope.node.params.params, *scope.node.params.kwonly_params):
+            if param.name.value == receiver.value and param.annotation is not None:
+                return dotted(param.annotation.annotation).rpartition(".")[2]
+    bind = last_bind(flow, receiver.value, before)
+    if bind is not None and isinstance(bind.expr, cst.Call):
+        built = dotted(bind.expr.func).rpartition(".")[2]
+        return built if built[:1].isupper() else ""
+    return ""
 
 
 def _problem(value: Value, what: str) -> str:
