@@ -307,3 +307,14 @@ def test_the_receivers_declared_class_decides_which_method_runs(repo: Repo, tmp_
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
     assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]
+
+
+def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tmp_path: Path) -> None:
+    # Only a test calls the helper, and it checks the result alone: a library's users are not
+    # in the repository, so the write into their tensor is still reported.
+    repo.write("spaces.py", ACTION_SPACE)
+    repo.write("tests/test_spaces.py", "from spaces import GripperSpace\n\ndef test_trim(action):\n    out = GripperSpace().postprocess(action)\n    assert out.shape[-1] == 12\n")
+    repo.commit("a helper and its test")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
+    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC102", 8)]

@@ -69,3 +69,21 @@ def test_a_write_through_an_expression_names_the_expression() -> None:
     found = _findings(rule, source)
     assert found and all("``" not in f.message for f in found), [f.message for f in found]
     assert "through `torch.diagonal(m)`" in found[0].message
+
+
+def test_the_gather_message_names_a_function_that_exists_however_all_gather_was_imported() -> None:
+    from review_copies.rules import rule_by_code
+
+    source = (
+        "import torch\n"
+        "from torch.distributed import all_gather\n"
+        "def gather(x: torch.Tensor, world: int) -> torch.Tensor:\n"
+        "    parts = [torch.zeros_like(x) for _ in range(world)]\n"
+        "    all_gather(parts, x)\n"
+        "    return torch.cat(parts, dim=0)\n"
+    )
+    [finding] = _findings(rule_by_code("RC345"), source)
+    assert "`torch.distributed.all_gather_into_tensor(out, ...)`" in finding.message
+    aliased = source.replace("from torch.distributed import all_gather\n", "import torch.distributed as dist\n").replace("    all_gather(", "    dist.all_gather(")
+    [finding] = _findings(rule_by_code("RC345"), aliased)
+    assert "`dist.all_gather_into_tensor(out, ...)`" in finding.message

@@ -118,7 +118,9 @@ def _subscript(cx: Context, node: cst.Subscript) -> Value:
         if kind == "basic":
             return base.but(via=base.via or "view", fresh=False, leaf=False, origin=origin)
         if kind == "maybe":
-            return base.but(via=base.via or "view", certain=False, fresh=False, leaf=False, origin=origin)
+            # A view for an integer or a slice, a copy for a tensor index: whatever shares
+            # memory then does so through the indexing, not through `base`'s own conversion.
+            return base.but(via="index", certain=False, fresh=False, leaf=False, origin=origin)
         return cx.tensor(node, base, origin=origin)
     if base.kind in (Kind.STATE_DICT, Kind.PARAMETER_LIST, Kind.DICT, Kind.LIST, Kind.TUPLE):
         if base.items is not None and isinstance(single, cst.Index):

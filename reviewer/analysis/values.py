@@ -78,7 +78,8 @@ class Value:
     # Whether sharing memory with `roots` is certain (False: only possible, e.g. reshape).
     certain: bool = True
     # How the value came to share its roots' memory: "" (it is the original), "view",
-    # "detach", "data", "numpy", "from_numpy", "as_tensor", "to", "alias", "state_dict".
+    # "detach", "data", "numpy", "from_numpy", "as_tensor", "to", "alias", "state_dict",
+    # "index" (indexing that is a view or a copy depending on the index's type).
     via: str = ""
     # A new temporary that nothing else refers to (the result of an op, not a name).
     fresh: bool = False

@@ -22,6 +22,12 @@ from review_copies.source.tree import RepoFiles
 INDEX_VERSION = 4
 
 
+def _test_path(path: str) -> bool:
+    parts = path.split("/")
+    name = parts[-1]
+    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
 @dataclass(frozen=True)
 class Kept:
     """A method that keeps one of its arguments past the call."""
@@ -97,9 +103,9 @@ class RepoIndex:
     def callers_drop(self, name: str, position: int | None, keyword: str | None) -> bool | None:
         """Whether every call of `name` in the repository that passes a name for the
         parameter at `position` (after `self` for a method) or `keyword` never reads that
-        name again: True when each does so, False when one reads it again or passes
-        something else that may be shared (an attribute, a subscript), None when no call
-        passes it."""
+        name again: True when each does so and one of them is outside the tests, False when
+        one reads it again or passes something else that may be shared (an attribute, a
+        subscript), None when no call outside the tests passes it."""
         seen = False
         for path in self._paths(f"{name}("):
             for call in (self.facts(path) or {}).get("calls", []):
@@ -113,7 +119,9 @@ class RepoIndex:
                     continue  # not passed here (a default, or `*args`)
                 if passed is None or passed in call["kept"]:
                     return False  # something that may be shared, or a name read again
-                seen = True
+                # A test that checks only the result says nothing of how real callers use
+                # their tensor afterwards (a library's users are not in the repository).
+                seen = seen or not _test_path(path)
         return True if seen else None
 
     def grad_off(self, name: str) -> bool:

@@ -13,11 +13,13 @@ from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of
 from review_copies.analysis.values import Kind
 
-DELIBERATE_WRITE_OPS = ("optimizer.step()", "load_state_dict")
+# `t.set_(src)` swaps the storage under the tensor object itself: the one way to update a
+# tensor its owner holds (error-feedback buffers, swapped parameters), never done by accident.
+DELIBERATE_WRITE_OPS = ("optimizer.step()", "load_state_dict", ".set_()")
 
 
 def deliberate_write(write: Write) -> bool:
-    """Writes whose job is to change the tensor: optimizer steps, loading, nn.init."""
+    """Writes whose job is to change the tensor: optimizer steps, loading, nn.init, `set_`."""
     return write.op in DELIBERATE_WRITE_OPS or write.op.startswith("nn.init.")
 
 
@@ -104,3 +106,64 @@ def write_only(flow: FunctionFlow, arg: str) -> bool:
 
     scope.node.body.visit(_Walk())
     return bool(seen) and all(id(n) in written for n in seen)
+
+
+_RESET_METHODS = frozenset(("zero_", "fill_", "mul_"))
+
+
+def reset_before_use(flow: FunctionFlow, arg: str) -> bool:
+    """The first thing the function does with `arg` (after checking it against None) is to
+    clear all of it (`grads *= 0.0`, `out.zero_()`, `buf.fill_(0)`, `buf[:] = 0`): its old
+    contents are never read, so it is a buffer the caller hands over to be filled."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    found: list[tuple[cst.Name, bool]] = []  # each mention, and whether it is a reset
+    resets: set[int] = set()
+    none_checks: set[int] = set()
+
+    def zero(node: cst.BaseExpression) -> bool:
+        return isinstance(node, (cst.Integer, cst.Float)) and float(node.value.replace("_", "")) == 0.0
+
+    def constant(node: cst.BaseExpression) -> bool:
+        inner = node.expression if isinstance(node, cst.UnaryOperation) else node
+        return isinstance(inner, (cst.Integer, cst.Float))
+
+    def whole(target: cst.BaseExpression) -> cst.BaseExpression | None:
+        """`buf[:]`, `buf[...]`: the whole tensor, written through an index."""
+        if isinstance(target, cst.Subscript) and len(target.slice) == 1:
+            part = target.slice[0].slice
+            if isinstance(part, cst.Slice) and part.lower is None and part.upper is None and part.step is None:
+                return target.value
+            if isinstance(part, cst.Index) and isinstance(part.value, cst.Ellipsis):
+                return target.value
+        return None
+
+    class _Walk(cst.CSTVisitor):
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.operator, cst.MultiplyAssign) and zero(node.value):
+                resets.add(id(node.target))
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if len(node.targets) == 1 and constant(node.value):
+                base = whole(node.targets[0].target)
+                if base is not None:
+                    resets.add(id(base))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _RESET_METHODS:
+                args = [a.value for a in node.args]
+                if func.attr.value == "zero_" or (func.attr.value == "fill_" and len(args) == 1 and constant(args[0])) or (len(args) == 1 and zero(args[0])):
+                    resets.add(id(func.value))
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot)) and isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in node.comparisons):
+                none_checks.add(id(node.left))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == arg and id(node) not in none_checks:
+                found.append((node, id(node) in resets))
+
+    scope.node.body.visit(_Walk())
+    return bool(found) and found[0][1]

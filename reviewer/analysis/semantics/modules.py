@@ -18,6 +18,17 @@ from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Device, Kind, Tr
 PLAIN_OBJECT_METHODS = frozenset(("register_module", "add_module", "get_submodule", "get_parameter", "get_buffer", "to_empty", "type", "extra_repr", "zero_grad"))
 MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 _MOVES = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"))
+# nn.Module's own public methods (torch 2.13, `dir(torch.nn.Module)`): calling one is not
+# calling a submodule. They hand back hooks' handles, modules, iterators or nothing.
+NN_MODULE_METHODS = frozenset(
+    "add_module apply bfloat16 buffers call_super_init children compile cpu cuda double eval extra_repr float forward "
+    "get_buffer get_extra_state get_parameter get_submodule half ipu load_state_dict modules mtia named_buffers "
+    "named_children named_modules named_parameters parameters register_backward_hook register_buffer register_forward_hook "
+    "register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook register_load_state_dict_post_hook "
+    "register_load_state_dict_pre_hook register_module register_parameter register_state_dict_post_hook "
+    "register_state_dict_pre_hook requires_grad_ set_extra_state set_submodule share_memory state_dict to to_empty train "
+    "type xpu zero_grad".split()
+)
 
 
 def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
@@ -46,7 +57,7 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
         return UNKNOWN
     own_method = dotted(func.value) == "self" and method in cx.class_methods
-    if method == "forward" or (not own_method and method not in MODULE_METHODS and method not in PLAIN_OBJECT_METHODS and (args or kwargs)):
+    if method == "forward" or (not own_method and method not in MODULE_METHODS and method not in NN_MODULE_METHODS and method not in PLAIN_OBJECT_METHODS and (args or kwargs)):
         # `model.encoder(x)`: a submodule is called like the module itself.
         return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
     if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):

@@ -50,6 +50,9 @@ class WriteThroughAlias(Rule):
                 bind = pair.holder_bind
                 if bind is None or bind.expr is None or attribute_source(bind.expr) or pair.holder_value.via not in self.VIAS:
                     continue  # module state kept by reference is a stale snapshot (RC155)
+                made = flow.value(bind.expr)
+                if made.fresh and not made.via:
+                    continue  # `out = torch.zeros(n)` filled through a view of it: a new buffer, not a copy that failed
                 if not self.accepts(flow, pair, pair.holder_value):
                     continue
                 yield Hit(write.node, self.reverse_message(pair), copy_at_binding(bind, pair.holder_value.kind is Kind.NDARRAY), anchors=(bind.node,))

@@ -50,6 +50,19 @@ class WriteThroughPlainAlias(WriteThroughAlias):
         Valid(
             """
             import torch
+            def padded(src: torch.Tensor, size: int) -> torch.Tensor:
+                if src.numel() >= size:
+                    return src
+                out = torch.zeros(size, dtype=src.dtype, device=src.device)
+                head = torch.narrow(out, 0, 0, src.numel())
+                head.data.copy_(src.data)
+                return out
+            """,
+            "a new buffer filled through a view of it: `out` was never meant to be a copy of anything",
+        ),
+        Valid(
+            """
+            import torch
             def f():
                 a = torch.zeros(3)
                 b = a.clone()

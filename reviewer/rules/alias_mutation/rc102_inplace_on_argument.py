@@ -15,6 +15,7 @@ from review_copies.analysis.queries.intent import (
     deliberate_write,
     is_mutating_function,
     registered_op,
+    reset_before_use,
     restored,
     returns_a_number,
     returns_something,
@@ -47,8 +48,9 @@ class InplaceOnArgument(Rule):
     number about it, and arguments every call in the file passes fresh, never reads
     again, returns itself or calls for the effect alone are not reported; nor are those
     that every call in the repository (its index, by the function's name) passes as a
-    name it never reads again, and parameters the function only ever writes into (an
-    output to fill, whatever its name). A module's
+    name it never reads again, and parameters the function only ever writes into, or
+    clears before anything else (`grads *= 0.0`, `out.zero_()`): an output to fill,
+    whatever its name. A module's
     `forward` input is RC204's.
 
     ## Example
@@ -226,8 +228,53 @@ class InplaceOnArgument(Rule):
             """,
             "a module's forward (its base comes from another package): its input is RC204's to judge",
         ),
+        Valid(
+            """
+            import torch
+            def cost_and_grad(log_probs: torch.Tensor, grads: torch.Tensor | None, labels: torch.Tensor) -> torch.Tensor:
+                training = grads is not None
+                if training:
+                    grads *= 0.0
+                    grads[:, labels] -= log_probs.softmax(-1)[:, labels]
+                return -log_probs.gather(1, labels[:, None]).sum()
+            """,
+            "the first thing done with `grads` is to clear it: a buffer the caller hands over to be filled",
+        ),
+        Valid(
+            """
+            import torch
+            def compressed_allreduce(buffer: torch.Tensor, worker_error: torch.Tensor) -> torch.Tensor:
+                buffer = buffer + worker_error
+                scale = buffer.norm() / buffer.numel() ** 0.5
+                worker_error.set_(buffer - scale * buffer.sign())
+                return scale * buffer.sign()
+            """,
+            "`set_` swaps the storage of the caller's tensor object: the error-feedback state is updated on purpose",
+        ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            from transformers.modeling_utils import PreTrainedModel
+            class QuestionAnswering(PreTrainedModel):
+                def forward(self, input_ids: torch.Tensor, start_positions: torch.Tensor):
+                    logits = self.qa_outputs(self.encoder(input_ids))
+                    start_positions.clamp_(0, logits.size(1))
+                    return torch.nn.functional.cross_entropy(logits, start_positions)
+            """,
+            line=6,
+            fix="""
+            import torch
+            from transformers.modeling_utils import PreTrainedModel
+            class QuestionAnswering(PreTrainedModel):
+                def forward(self, input_ids: torch.Tensor, start_positions: torch.Tensor):
+                    logits = self.qa_outputs(self.encoder(input_ids))
+                    start_positions = start_positions.clamp(0, logits.size(1))
+                    return torch.nn.functional.cross_entropy(logits, start_positions)
+            """,
+            note="the labels a caller passes to forward are changed behind its back, whatever the base class",
+        ),
         Invalid(
             """
             import torch
@@ -313,7 +360,7 @@ class InplaceOnArgument(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if is_mutating_function(flow) or flow.is_forward or _forward_of_a_subclass(flow) or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
+        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
             return
         reported: set[str] = set()
         for write in flow.of(Write):
@@ -321,7 +368,7 @@ class InplaceOnArgument(Rule):
                 continue
             if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
-            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p) and not write_only(flow, p))
+            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p) and not _forward_input(flow, p) and not write_only(flow, p) and not reset_before_use(flow, p))
             if not owned:
                 yield from _into_module(flow, write, reported)
                 continue
@@ -383,12 +430,16 @@ def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterat
     yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
 
 
-def _forward_of_a_subclass(flow: FunctionFlow) -> bool:
-    """`forward` of a class built on a base from another package (`BaseModule`,
-    `LightningModule`): a module's forward, whose input is RC204's, even when the file
-    cannot show that the base is an `nn.Module`."""
+def _forward_input(flow: FunctionFlow, param: str) -> bool:
+    """The first input of `forward` in a class built on a base from another package
+    (`BaseModule`, `LightningModule`): a module's input, the previous layer's output, which is
+    RC204's to judge even when the file cannot show that the base is an `nn.Module`. Its other
+    arguments (labels, masks the caller passes in) stay this rule's."""
     scope = flow.scope
-    return scope is not None and scope.name == "forward" and scope.class_node is not None and bool(scope.class_node.bases)
+    if scope is None or scope.name != "forward" or scope.class_node is None or not scope.class_node.bases or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    positional = [p.name.value for p in scope.node.params.params]
+    return len(positional) > 1 and positional[1] == param
 
 
 def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:

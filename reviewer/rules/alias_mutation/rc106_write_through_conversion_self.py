@@ -69,6 +69,17 @@ class WriteThroughConversionSelf(WriteThroughAlias):
                 return x, y
             """
         ),
+        Valid(
+            """
+            import torch
+            def durations(logits: torch.Tensor, device):
+                table = torch.tensor([0, 1, 2, 4]).to(device)
+                picked = table[logits.argmax(dim=-1)]
+                picked.masked_fill_(picked == 0, 1)
+                return table, picked
+            """,
+            "indexing with a tensor copies: the write never reaches `table`, whatever `.to` returned",
+        ),
     )
     INVALID = (
         Invalid(

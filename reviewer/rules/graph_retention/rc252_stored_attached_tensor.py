@@ -56,6 +56,22 @@ class StoredAttachedTensor(Rule):
         Valid(
             """
             import torch
+            class Offload:
+                def __init__(self):
+                    self.hooks = []
+                def attach(self, module):
+                    self.hooks.append(module.register_forward_hook(self._post))
+                    self.hooks.append(module.register_forward_pre_hook(self._pre))
+                def _pre(self, module, inputs):
+                    return None
+                def _post(self, module, inputs, output):
+                    return None
+            """,
+            "nn.Module's own methods return hook handles, not a submodule's output: nothing attached is kept",
+        ),
+        Valid(
+            """
+            import torch
             def train(model, loader, optimizer):
                 losses = []
                 for x, y in loader:

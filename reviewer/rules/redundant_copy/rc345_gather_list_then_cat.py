@@ -83,10 +83,12 @@ class GatherListThenCat(Rule):
                 continue
             for event in flow.later(gather):
                 if isinstance(event, Call) and event.is_any(("torch.cat", "torch.stack", "torch.concat")) and event.call.args and name_of(event.call.args[0].value) == parts:
-                    func = code_of(gather.call.func).rsplit(".", 1)[0]
+                    spelled = code_of(gather.call.func)
+                    # `dist.all_gather` -> `dist.all_gather_into_tensor`; a bare imported name gets the module's full name.
+                    func = spelled.rsplit(".", 1)[0] + ".all_gather_into_tensor" if "." in spelled else "torch.distributed.all_gather_into_tensor"
                     message = (
                         f"`{short_code(gather.node)}` gathers into separate tensors and `{short_code(event.node)}` at line {event.line} copies them "
-                        f"all again into one. `{func}.all_gather_into_tensor(out, ...)` writes straight into one preallocated output."
+                        f"all again into one. `{func}(out, ...)` writes straight into one preallocated output."
                     )
                     yield Hit(event.node, message, anchors=(gather.node,))
                     break

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.rewrite import atom, dotted_expr, kwarg, method
-from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
+from review_copies.analysis.syntax import call_method_name, code_of, receiver_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -17,11 +18,12 @@ from review_copies.rules.base import Hit, Invalid, Rule, Valid
 class CloneAndContiguous(Rule):
     """
     ## What it does
-    Finds `x.clone().contiguous()` on a tensor that may not be contiguous (a view, a
-    transposed or sliced tensor, an argument).
+    Finds `x.clone().contiguous()` on a tensor made by a transpose or a permutation
+    (`x.t()`, `x.transpose(1, 2)`, `x.permute(...)`, `x.mT`, a channels-last tensor): dense
+    in memory, but not contiguous.
 
     ## Why is this bad?
-    It copies a non-contiguous tensor twice: `clone()` keeps the input's strides
+    It copies such a tensor twice: `clone()` keeps the strides of a dense input
     (`memory_format=torch.preserve_format`), so its copy is not contiguous either and
     `.contiguous()` copies it again. `x.clone(memory_format=torch.contiguous_format)`
     makes one copy that is contiguous (measured with torch 2.13: two `aten.clone` calls
@@ -45,8 +47,10 @@ class CloneAndContiguous(Rule):
     as before. On an input that is already contiguous both forms copy once.
 
     ## Known problems
-    Whether the input is contiguous is known only for tensors the function makes itself;
-    a tensor made by a factory in the same expression is left alone.
+    Only a layout the function makes itself is known. A slice or a narrowed tensor has gaps,
+    and `clone()` of a tensor with gaps is already contiguous (torch 2.13), so there
+    `.contiguous()` copies nothing and nothing is reported; a tensor of unknown layout (an
+    argument, a gradient) is left alone too.
     """
 
     code = "RC350"
@@ -81,6 +85,23 @@ class CloneAndContiguous(Rule):
             """,
             "one copy, and it is needed",
         ),
+        Valid(
+            """
+            import torch
+            def f(frames: torch.Tensor):
+                patch = frames[:, 1:3]
+                return patch.clone().contiguous()
+            """,
+            "a slice has gaps: `clone()` already returns it contiguous, and `.contiguous()` copies nothing",
+        ),
+        Valid(
+            """
+            import torch
+            def f(grad: torch.Tensor):
+                return grad.clone().contiguous()
+            """,
+            "a gradient of unknown layout: usually contiguous already, and then one copy either way",
+        ),
     )
     INVALID = (
         Invalid(
@@ -100,14 +121,14 @@ class CloneAndContiguous(Rule):
             """
             import torch
             def f(frames: torch.Tensor):
-                patch = frames[:, 1:3]
+                patch = frames.transpose(1, 2)
                 return patch.clone().contiguous()
             """,
             line=4,
             fix="""
             import torch
             def f(frames: torch.Tensor):
-                patch = frames[:, 1:3]
+                patch = frames.transpose(1, 2)
                 return patch.clone(memory_format=torch.contiguous_format)
             """,
         ),
@@ -123,8 +144,8 @@ class CloneAndContiguous(Rule):
                 continue
             base = receiver_of(inner)
             value = flow.value(base)
-            if value.kind is not Kind.TENSOR or (value.fresh and not value.via):
-                continue  # not known to be a tensor, or made right here (contiguous)
+            if value.kind is not Kind.TENSOR or not _permuted(flow, base, event.index):
+                continue  # not a tensor, or not known to be dense and non-contiguous
             fix = None
             if torch_name is not None:
                 fix = (event.node, method(atom(base), "clone", [kwarg("memory_format", dotted_expr(f"{torch_name}.contiguous_format"))]))
@@ -134,3 +155,26 @@ class CloneAndContiguous(Rule):
                 "makes one contiguous copy."
             )
             yield Hit(event.node, message, fix)
+
+
+_PERMUTING = frozenset(("t", "transpose", "permute", "movedim", "moveaxis", "swapaxes", "swapdims", "adjoint"))
+_PERMUTED_ATTRIBUTES = frozenset(("T", "mT", "H", "mH"))
+
+
+def _permuted(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> bool:
+    """Made by a transpose or a permutation, or laid out channels-last: every element still
+    in one dense block, in another order. A name is followed to what it was bound to."""
+    for _ in range(4):
+        if isinstance(expr, cst.Name):
+            bind = last_bind(flow, expr.value, before)
+            if bind is None or bind.expr is None:
+                return False
+            expr, before = bind.expr, bind.index
+            continue
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value in _PERMUTED_ATTRIBUTES
+        if isinstance(expr, cst.Call):
+            name = call_method_name(expr)
+            return name in _PERMUTING or (name in ("to", "contiguous") and "channels_last" in code_of(expr))
+        return False
+    return False
