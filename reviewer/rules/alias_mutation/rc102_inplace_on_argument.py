@@ -368,7 +368,7 @@ class InplaceOnArgument(Rule):
                 continue
             if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
                 continue  # indexing that may copy (x[idx] with a tensor index)
-            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and not state_like(p) and not _forward_input(flow, p) and not write_only(flow, p) and not reset_before_use(flow, p))
+            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and _meant_for_the_caller(flow, p))
             if not owned:
                 yield from _into_module(flow, write, reported)
                 continue
@@ -428,6 +428,12 @@ def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterat
         f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
     )
     yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
+
+
+def _meant_for_the_caller(flow: FunctionFlow, param: str) -> bool:
+    """A parameter whose tensor the caller still owns: not state or an output to fill
+    (by its name, by only being written, by being cleared first), not forward's input."""
+    return not state_like(param) and not _forward_input(flow, param) and not write_only(flow, param) and not reset_before_use(flow, param)
 
 
 def _forward_input(flow: FunctionFlow, param: str) -> bool:
