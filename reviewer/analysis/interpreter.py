@@ -12,21 +12,22 @@ from collections.abc import Sequence
 import libcst as cst
 
 from review_copies.analysis import expressions, parameters
-from review_copies.analysis.context import Context, State, join_states
-from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, Return, Store, Write
+from review_copies.analysis.assignments import Assignments
+from review_copies.analysis.context import State, join_states
+from review_copies.analysis.events import Accumulate, FunctionFlow, Loop, Return
 from review_copies.analysis.guesses import usage_evidence
 from review_copies.analysis.narrowing import narrow
 from review_copies.analysis.queries.callers import called_only_under_no_grad
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
-from review_copies.analysis.syntax import bound_names, code_of, dotted, names_in, opt_in_arm, statement_bodies
-from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Kind, Tri, Value
+from review_copies.analysis.syntax import bound_names, dotted, names_in, opt_in_arm, statement_bodies
+from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Kind, Value
 
 # Deeper loops run once: replaying every level would cost 2**depth passes.
 MAX_LOOP_NESTING_REPLAYED = 3
 
 
-class Interpreter(Context):
+class Interpreter(Assignments):
     # ------------------------------------------------------------ entry points
 
     def run_function(self, fn: cst.FunctionDef) -> FunctionFlow:
@@ -238,106 +239,6 @@ class Interpreter(Context):
             for child in small.children:
                 if isinstance(child, cst.BaseExpression):
                     self.ev(child)
-
-    # ------------------------------------------------------------- assignment
-
-    def assign(self, target: cst.BaseExpression, value: Value, expr: cst.BaseExpression | None) -> None:
-        value = value.but(fresh=False)
-        if isinstance(target, cst.Name):
-            self.assign_name(target, value, expr)
-        elif isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and dotted(target.value):
-            owner_key = dotted(target.value)
-            if owner_key not in self.state:
-                self.state[owner_key] = self.ev(target.value)
-            flag = isinstance(expr, cst.Name) and expr.value == "True"
-            self.state[owner_key] = self.state[owner_key].but(grad=Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE)
-        elif isinstance(target, cst.Attribute):
-            self.assign_attribute(target, value, expr)
-        elif isinstance(target, cst.Subscript):
-            self.assign_item(target, value, expr)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            parts = [el.value for el in target.elements]
-            starred = any(isinstance(el, cst.StarredElement) for el in target.elements)
-            for i, part in enumerate(parts):
-                if value.items is not None and len(value.items) == len(parts) and not starred:
-                    item = value.items[i]
-                elif value.element is not None:
-                    item = value.element
-                else:
-                    item = UNKNOWN
-                if isinstance(target.elements[i], cst.StarredElement):
-                    item = Value(kind=Kind.LIST, element=value.element)
-                self.assign(part, item, None)
-        elif isinstance(target, cst.StarredElement):
-            self.assign(target.value, Value(kind=Kind.LIST, element=value.element), None)
-
-    def assign_name(self, target: cst.Name, value: Value, expr: cst.BaseExpression | None) -> None:
-        name = target.value
-        if name in self.backward_names and value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.grad is not Tri.NO:
-            # backward() is called on it: it is attached to the graph.
-            value = value.but(kind=Kind.TENSOR, grad=Tri.YES)
-        if not value.origin:
-            value = value.but(origin=f"`{name}`")
-        prefix = name + "."
-        for stale in [k for k in self.state if k.startswith(prefix)]:
-            del self.state[stale]  # `sample.w` was the previous object's attribute (a loop's last item, `a = b`)
-        self.state[name] = value
-        self.emit(Bind, target, name=name, value=value, expr=expr)
-
-    def assign_attribute(self, target: cst.Attribute, value: Value, expr: cst.BaseExpression | None) -> None:
-        owner = dotted(target.value)
-        key = dotted(target)
-        if key and not value.roots and value.kind in (Kind.UNKNOWN, Kind.NDARRAY, Kind.TENSOR):
-            value = value.but(roots=frozenset((key,)))  # an identity, so aliases of self.x can be followed
-        if key:
-            self.state[key] = value
-            self.emit(Bind, target, name=key, value=value, expr=expr)
-        owner_value = self.ev(target.value) if owner else UNKNOWN
-        self.emit(Store, target, container=owner or code_of(target.value), container_value=owner_value, value=value, how="setattr", value_node=expr)
-
-    def assign_item(self, target: cst.Subscript, value: Value, expr: cst.BaseExpression | None) -> None:
-        base = self.ev(target.value)
-        if base.kind is Kind.TENSOR and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) and isinstance(target.slice[0].slice.value, cst.SimpleString):
-            base = base.but(kind=Kind.DICT)  # `out["pair"] = ...`: a mapping (a model output), not a tensor
-        for element in target.slice:
-            if isinstance(element.slice, cst.Index):
-                self.ev(element.slice.value)
-        if base.kind in (Kind.TENSOR, Kind.NDARRAY):
-            self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
-        elif base.kind in (Kind.DICT, Kind.LIST, Kind.STATE_DICT, Kind.UNKNOWN):
-            self.emit(Store, target, container=dotted(target.value) or code_of(target.value), container_value=base, value=value, how="setitem", value_node=expr)
-
-    def aug_assign(self, stmt: cst.AugAssign) -> None:
-        added = self.ev(stmt.value)
-        target = stmt.target
-        op = code_of(stmt.operator).strip()
-        if isinstance(target, cst.Subscript):
-            base = self.ev(target.value)
-            if base.kind in (Kind.TENSOR, Kind.NDARRAY):
-                self.emit(Write, stmt, target=base, target_node=target.value, op=f"[...] {op}", source=added)
-            return
-        before = self.ev(target)
-        key = dotted(target)
-        if before.kind in (Kind.TENSOR, Kind.NDARRAY):
-            self.emit(Write, stmt, target=before, target_node=target, op=op, source=added)
-            after = before.but(grad=self.grad_of(before, added) if before.kind is Kind.TENSOR else Tri.NO)
-        elif added.kind is Kind.TENSOR and before.kind is Kind.UNKNOWN and key in self.flow.params and not parameters.is_scalar(self, key):
-            # `points += noise` on an argument: a tensor or array is changed in place (a number
-            # would only be rebound, but numbers are not combined with tensors like this).
-            as_tensor = before.but(kind=Kind.TENSOR)
-            self.emit(Write, stmt, target=as_tensor, target_node=target, op=op, source=added)
-            after = as_tensor.but(grad=self.grad_of(as_tensor, added))
-        elif added.kind is Kind.TENSOR and before.kind in (Kind.SCALAR, Kind.UNKNOWN, Kind.NONE):
-            after = self.tensor(stmt, added, origin=f"`{key or code_of(target)}`")
-        elif before.kind is Kind.LIST and op == "+=":
-            self.emit(Store, stmt, container=key, container_value=before, value=added.element or added, how="extend", value_node=stmt.value)
-            after = before
-        else:
-            after = UNKNOWN if before.kind is Kind.UNKNOWN else before
-        if key and added.kind is Kind.TENSOR:
-            self.emit(Accumulate, stmt, name=key, value=added, value_node=stmt.value, before=before)
-        if key:
-            self.state[key] = after.but(fresh=False)
 
 
 def _is_type_checking(test: cst.BaseExpression) -> bool:

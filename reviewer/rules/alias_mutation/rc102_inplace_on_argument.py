@@ -42,16 +42,11 @@ class InplaceOnArgument(Rule):
     The caller still owns the tensor it passed and usually reads it again: a normalised
     batch, a model's input reused for a residual, a target used for a metric. Writing into
     it changes the caller's data behind its back, and if autograd saved that tensor the
-    caller's `backward()` fails. Functions meant to mutate (named with a trailing `_`,
-    `init_*`, `reset_*`, `update_*`, writing into `out=`-style parameters, or doing it
-    under `torch.no_grad()`), functions that return the argument they changed or only a
-    number about it, and arguments every call in the file passes fresh, never reads
-    again, returns itself or calls for the effect alone are not reported; nor are those
-    that every call in the repository (its index, by the function's name) passes as a
-    name it never reads again, and parameters the function only ever writes into, or
-    clears before anything else (`grads *= 0.0`, `out.zero_()`): an output to fill,
-    whatever its name. A module's
-    `forward` input is RC204's.
+    caller's `backward()` fails. Not reported: functions meant to mutate (a trailing `_`,
+    `init_*`/`reset_*`/`update_*`, `out=`-style parameters, `torch.no_grad()`) or that
+    return the argument or only a number about it; outputs to fill (only written, or
+    cleared first: `grads *= 0.0`); arguments every caller, in the file or (by the index)
+    anywhere outside the tests, passes fresh or never reads again. `forward`'s input is RC204's.
 
     ## Example
     ```python
@@ -130,24 +125,6 @@ class InplaceOnArgument(Rule):
         Valid(
             """
             import torch
-            def normalize(x: torch.Tensor) -> torch.Tensor:
-                x = x - x.mean()
-                return x / x.std()
-            """
-        ),
-        Valid(
-            """
-            import torch
-            def sgd(params, lr: float) -> None:
-                with torch.no_grad():
-                    for p in params:
-                        p.sub_(lr * p.grad)
-            """,
-            "an update under no_grad that returns nothing",
-        ),
-        Valid(
-            """
-            import torch
             def scatter(src: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
                 out.copy_(src)
                 return out
@@ -204,16 +181,11 @@ class InplaceOnArgument(Rule):
             """
             import torch
             class Bleu:
-                def _count(self, references, candidates, numerators: torch.Tensor, denominators: torch.Tensor) -> tuple[int, int]:
-                    hyp, ref = 0, 0
+                def _count(self, references, candidates, numerators: torch.Tensor) -> tuple[int, int]:
                     for refs, cand in zip(references, candidates):
                         for i in range(1, 5):
-                            n, d = overlap(refs, cand, i)
-                            numerators[i] += n
-                            denominators[i] += d
-                        hyp += len(cand)
-                        ref += len(refs[0])
-                    return hyp, ref
+                            numerators[i] += overlap(refs, cand, i)
+                    return len(candidates), len(references)
             """,
             "the method never reads `numerators`, it only adds into it: an output the caller handed over to be filled",
         ),
@@ -223,8 +195,7 @@ class InplaceOnArgument(Rule):
             from mmengine.model import BaseModule
             class CrossCorrelationLoss(BaseModule):
                 def forward(self, c: torch.Tensor) -> torch.Tensor:
-                    on_diag = torch.diagonal(c).add_(-1).pow_(2).sum()
-                    return on_diag
+                    return torch.diagonal(c).add_(-1).pow_(2).sum()
             """,
             "a module's forward (its base comes from another package): its input is RC204's to judge",
         ),
@@ -232,8 +203,7 @@ class InplaceOnArgument(Rule):
             """
             import torch
             def cost_and_grad(log_probs: torch.Tensor, grads: torch.Tensor | None, labels: torch.Tensor) -> torch.Tensor:
-                training = grads is not None
-                if training:
+                if grads is not None:
                     grads *= 0.0
                     grads[:, labels] -= log_probs.softmax(-1)[:, labels]
                 return -log_probs.gather(1, labels[:, None]).sum()
@@ -245,9 +215,8 @@ class InplaceOnArgument(Rule):
             import torch
             def compressed_allreduce(buffer: torch.Tensor, worker_error: torch.Tensor) -> torch.Tensor:
                 buffer = buffer + worker_error
-                scale = buffer.norm() / buffer.numel() ** 0.5
-                worker_error.set_(buffer - scale * buffer.sign())
-                return scale * buffer.sign()
+                worker_error.set_(buffer - buffer.sign())
+                return buffer.sign()
             """,
             "`set_` swaps the storage of the caller's tensor object: the error-feedback state is updated on purpose",
         ),
@@ -256,24 +225,22 @@ class InplaceOnArgument(Rule):
         Invalid(
             """
             import torch
-            from transformers.modeling_utils import PreTrainedModel
-            class QuestionAnswering(PreTrainedModel):
-                def forward(self, input_ids: torch.Tensor, start_positions: torch.Tensor):
-                    logits = self.qa_outputs(self.encoder(input_ids))
-                    start_positions.clamp_(0, logits.size(1))
-                    return torch.nn.functional.cross_entropy(logits, start_positions)
+            from transformers import PreTrainedModel
+            class QA(PreTrainedModel):
+                def forward(self, input_ids: torch.Tensor, start: torch.Tensor):
+                    start.clamp_(0, 512)
+                    return self.loss(self.encoder(input_ids), start)
             """,
-            line=6,
+            line=5,
             fix="""
             import torch
-            from transformers.modeling_utils import PreTrainedModel
-            class QuestionAnswering(PreTrainedModel):
-                def forward(self, input_ids: torch.Tensor, start_positions: torch.Tensor):
-                    logits = self.qa_outputs(self.encoder(input_ids))
-                    start_positions = start_positions.clamp(0, logits.size(1))
-                    return torch.nn.functional.cross_entropy(logits, start_positions)
+            from transformers import PreTrainedModel
+            class QA(PreTrainedModel):
+                def forward(self, input_ids: torch.Tensor, start: torch.Tensor):
+                    start = start.clamp(0, 512)
+                    return self.loss(self.encoder(input_ids), start)
             """,
-            note="the labels a caller passes to forward are changed behind its back, whatever the base class",
+            note="labels a caller passes to forward are changed behind its back, whatever the base class",
         ),
         Invalid(
             """
@@ -360,48 +327,53 @@ class InplaceOnArgument(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
-            return
-        reported: set[str] = set()
-        for write in flow.of(Write):
-            if deliberate_write(write) or write.no_grad_here or write.opted_in or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
-                continue
-            if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
-                continue  # indexing that may copy (x[idx] with a tensor index)
-            owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and _meant_for_the_caller(flow, p))
-            if not owned:
-                yield from _into_module(flow, write, reported)
-                continue
-            if owned[0] in reported:
-                continue
-            if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
-                continue  # mutate-and-return: callers rebind what they get back
-            if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]) or callers_expect_the_write(flow, owned[0]):
-                continue
-            arg = owned[0]
-            writer = name_of(write.target_node)
-            if not _read_after_through_alias(flow, write, arg, writer) and _callers_in_repository_drop(flow, arg):
-                continue  # every call in the repository passes a name it never reads again
-            if flow.change is not None and arg in flow.change.base_writes:
-                continue  # the base version wrote it in place already: that is the function's contract
-            if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
-                continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
-            reported.add(arg)
-            bind = None if writer == arg else last_bind(flow, writer, write.index)
-            if writer == arg:
-                how = ""
-            elif not writer:  # written through an expression (`torch.diagonal(x).add_(1)`), not a name
-                how = f" (through `{short_code(write.target_node)}`, which shares its memory)"
-            else:
-                how = f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
-            maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
-            where = f"`{flow.scope.name}`" if flow.scope else "this function"
-            message = (
-                f"`{short_code(write.stmt or write.node)}` writes in place into the argument `{arg}`{how}{maybe}: the caller's tensor "
-                f"is changed behind its back while {where} also returns a result. Work on a copy or use the out-of-place op."
-            )
-            fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
-            yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
+        return _writes_into_arguments(flow)
+
+
+def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
+    """Each argument the function writes into while the caller still owns it, once."""
+    if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
+        return
+    reported: set[str] = set()
+    for write in flow.of(Write):
+        if deliberate_write(write) or write.no_grad_here or write.opted_in or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+            continue
+        if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
+            continue  # indexing that may copy (x[idx] with a tensor index)
+        owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and _meant_for_the_caller(flow, p))
+        if not owned:
+            yield from _into_module(flow, write, reported)
+            continue
+        if owned[0] in reported:
+            continue
+        if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
+            continue  # mutate-and-return: callers rebind what they get back
+        if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]) or callers_expect_the_write(flow, owned[0]):
+            continue
+        arg = owned[0]
+        writer = name_of(write.target_node)
+        if not _read_after_through_alias(flow, write, arg, writer) and _callers_in_repository_drop(flow, arg):
+            continue  # every call in the repository passes a name it never reads again
+        if flow.change is not None and arg in flow.change.base_writes:
+            continue  # the base version wrote it in place already: that is the function's contract
+        if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
+            continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
+        reported.add(arg)
+        bind = None if writer == arg else last_bind(flow, writer, write.index)
+        if writer == arg:
+            how = ""
+        elif not writer:  # written through an expression (`torch.diagonal(x).add_(1)`), not a name
+            how = f" (through `{short_code(write.target_node)}`, which shares its memory)"
+        else:
+            how = f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
+        maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
+        where = f"`{flow.scope.name}`" if flow.scope else "this function"
+        message = (
+            f"`{short_code(write.stmt or write.node)}` writes in place into the argument `{arg}`{how}{maybe}: the caller's tensor "
+            f"is changed behind its back while {where} also returns a result. Work on a copy or use the out-of-place op."
+        )
+        fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
+        yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
 
 
 def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:

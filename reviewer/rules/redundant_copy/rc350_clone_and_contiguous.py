@@ -18,12 +18,12 @@ from review_copies.rules.base import Hit, Invalid, Rule, Valid
 class CloneAndContiguous(Rule):
     """
     ## What it does
-    Finds `x.clone().contiguous()` on a tensor made by a transpose or a permutation
-    (`x.t()`, `x.transpose(1, 2)`, `x.permute(...)`, `x.mT`, a channels-last tensor): dense
-    in memory, but not contiguous.
+    Finds `x.clone().contiguous()` on a tensor whose dimensions a transpose or a permutation
+    reordered (`x.t()`, `x.transpose(1, 2)`, `x.permute(...)`, `x.mT`, a channels-last
+    tensor, or a slice of one).
 
     ## Why is this bad?
-    It copies such a tensor twice: `clone()` keeps the strides of a dense input
+    It copies such a tensor twice: `clone()` keeps the order of the input's strides
     (`memory_format=torch.preserve_format`), so its copy is not contiguous either and
     `.contiguous()` copies it again. `x.clone(memory_format=torch.contiguous_format)`
     makes one copy that is contiguous (measured with torch 2.13: two `aten.clone` calls
@@ -47,10 +47,11 @@ class CloneAndContiguous(Rule):
     as before. On an input that is already contiguous both forms copy once.
 
     ## Known problems
-    Only a layout the function makes itself is known. A slice or a narrowed tensor has gaps,
-    and `clone()` of a tensor with gaps is already contiguous (torch 2.13), so there
-    `.contiguous()` copies nothing and nothing is reported; a tensor of unknown layout (an
-    argument, a gradient) is left alone too.
+    Only a layout the function makes itself is known. `clone()` keeps the order of the
+    strides, not their gaps: a slice or a narrowed tensor of a tensor in row-major order
+    clones to a contiguous tensor (torch 2.13), so there `.contiguous()` copies nothing and
+    nothing is reported; a tensor of unknown layout (an argument, a gradient, what another
+    function returned) is left alone too.
     """
 
     code = "RC350"
@@ -92,7 +93,7 @@ class CloneAndContiguous(Rule):
                 patch = frames[:, 1:3]
                 return patch.clone().contiguous()
             """,
-            "a slice has gaps: `clone()` already returns it contiguous, and `.contiguous()` copies nothing",
+            "a slice of a tensor in row-major order: `clone()` keeps that order, so its copy is contiguous and `.contiguous()` copies nothing",
         ),
         Valid(
             """
@@ -104,6 +105,24 @@ class CloneAndContiguous(Rule):
         ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            def fuse(mel: torch.Tensor, bn: torch.nn.BatchNorm2d) -> torch.Tensor:
+                x = bn(mel.transpose(1, 3))
+                x = x.transpose(1, 3)
+                return x[:, 0:1, :, :].clone().contiguous()
+            """,
+            line=5,
+            fix="""
+            import torch
+            def fuse(mel: torch.Tensor, bn: torch.nn.BatchNorm2d) -> torch.Tensor:
+                x = bn(mel.transpose(1, 3))
+                x = x.transpose(1, 3)
+                return x[:, 0:1, :, :].clone(memory_format=torch.contiguous_format)
+            """,
+            note="a slice of a transposed tensor: the clone keeps the transposed order and `.contiguous()` copies again",
+        ),
         Invalid(
             """
             import torch
@@ -162,9 +181,13 @@ _PERMUTED_ATTRIBUTES = frozenset(("T", "mT", "H", "mH"))
 
 
 def _permuted(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> bool:
-    """Made by a transpose or a permutation, or laid out channels-last: every element still
-    in one dense block, in another order. A name is followed to what it was bound to."""
-    for _ in range(4):
+    """Made by a transpose or a permutation, or laid out channels-last, or a slice of such a
+    tensor: dimensions in another order than row-major, which `clone()` keeps. A name is
+    followed to what it was bound to."""
+    for _ in range(6):
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value  # slicing and indexing keep the order of the strides
+            continue
         if isinstance(expr, cst.Name):
             bind = last_bind(flow, expr.value, before)
             if bind is None or bind.expr is None:
