@@ -158,6 +158,9 @@ def test_a_class_defined_twice_must_keep_in_both_to_count() -> None:
         def read(self, path: str) -> str | None:
             return self.texts.get(path)
 
+        def blob(self, path: str) -> str | None:
+            return None
+
     assert RepoIndex(Files()).keeps("AverageMeter", "update", 0, None) is None
     assert file_facts(_dedent(METER))["classes"]["AverageMeter"]["methods"]["update"]["keeps"] == {"val": ["sum", 6, "accumulates"], "n": ["sum", 6, "accumulates"]}
 
@@ -318,3 +321,29 @@ def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tm
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
     assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC102", 8)]
+
+
+def test_a_warm_index_reads_no_file_of_a_commit(repo: Repo, tmp_path: Path) -> None:
+    # Facts of a commit's files are cached by object id: the second index answers from the
+    # cache without reading any file's text.
+    from review_copies.source.tree import RevisionFiles
+
+    repo.write("utils/meters.py", METER)
+    repo.write("train.py", TRAIN)
+    repo.commit("meters and a loop")
+    commit = subprocess.run(["git", "-C", str(repo.path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+    reads: list[str] = []
+
+    class Counting(RevisionFiles):
+        def read(self, path: str) -> str | None:
+            reads.append(path)
+            return super().read(path)
+
+    files = Counting(str(repo.path / ".git"), commit)
+    cold = RepoIndex(files, tmp_path / "index")
+    assert cold.keeps("AverageMeter", "update", 0, None) is not None
+    assert reads == ["utils/meters.py"]
+    warm = RepoIndex(files, tmp_path / "index")
+    assert warm.keeps("AverageMeter", "update", 0, None) == cold.keeps("AverageMeter", "update", 0, None)
+    assert reads == ["utils/meters.py"]

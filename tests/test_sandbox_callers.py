@@ -44,6 +44,9 @@ class _Files:
     def read(self, path: str) -> str | None:
         return self.files.get(path)
 
+    def blob(self, path: str) -> str | None:
+        return None
+
 
 def _sites(files: dict[str, str], qualname: tuple[str, ...]) -> list[CallSite]:
     repo = _Files(files)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,19 +53,29 @@ class RepoIndex:
     def facts(self, path: str) -> Facts | None:
         if path in self._facts:
             return self._facts[path]
-        text = self.here[1] if self.here is not None and path == self.here[0] else (self.files.read(path) if self.files is not None else None)
-        if text is None:
+        here = self.here is not None and path == self.here[0]
+        # A commit's file is known by its object id: a warm cache answers without reading it.
+        blob = None if here or self.files is None else self.files.blob(path)
+        if blob is not None:
+            facts = self._cached(f"blob\0{blob}", lambda: self.files.read(path) if self.files is not None else None)
+        else:
+            text = self.here[1] if here and self.here is not None else (self.files.read(path) if self.files is not None else None)
+            facts = self._cached(text, lambda: text) if text is not None else None
+        if facts is None:
             return None
-        facts = self._cached(text)
         self._facts[path] = facts
         return facts
 
-    def _cached(self, text: str) -> Facts:
-        key = hashlib.sha256(f"{INDEX_VERSION}\0{text}".encode()).hexdigest()
+    def _cached(self, identity: str, text_of: Callable[[], str | None]) -> Facts | None:
+        """Facts cached under the file's identity (its text, or its object id at a commit)."""
+        key = hashlib.sha256(f"{INDEX_VERSION}\0{identity}".encode()).hexdigest()
         path = self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir is not None else None
         if path is not None:
             with contextlib.suppress(OSError, ValueError):
                 return json.loads(path.read_text(encoding="utf-8"))
+        text = text_of()
+        if text is None:
+            return None
         facts = file_facts(text)
         if path is not None:
             with contextlib.suppress(OSError):

@@ -8,6 +8,7 @@ Nothing here writes to the repository.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ class RepoFiles(Protocol):
 
     def read(self, path: str) -> str | None:
         """The text of a Python file, or None when it cannot be had."""
+
+    def blob(self, path: str) -> str | None:
+        """The file's git object id when its content is fixed by it (a commit's), else None."""
 
 
 def _decode(data: bytes | None) -> str | None:
@@ -52,6 +56,25 @@ def _grep(git_dir: str, cwd: str, args: list[str]) -> list[str]:
     return [n.decode("utf-8", "surrogateescape") for n in proc.stdout.split(b"\0") if n]
 
 
+@functools.lru_cache(maxsize=4)
+def _blobs(git_dir: str, commit: str) -> dict[str, str]:
+    """Every Python file of a commit with its object id."""
+    try:
+        proc = subprocess.run(
+            ["git", "--git-dir", git_dir, *GIT_CONFIG, "ls-tree", "-r", "-z", "--full-tree", commit],
+            env={**os.environ, **GIT_ENV}, capture_output=True, timeout=_GREP_SECONDS, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[str, str] = {}
+    for entry in proc.stdout.split(b"\0"):
+        meta, _, name = entry.partition(b"\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == b"blob" and name.endswith(b".py"):
+            found[name.decode("utf-8", "surrogateescape")] = parts[2].decode()
+    return found
+
+
 @dataclass(frozen=True)
 class RevisionFiles:
     """The files of a commit, read from git's object store."""
@@ -63,6 +86,11 @@ class RevisionFiles:
         names = _grep(self.git_dir, self.git_dir, ["-e", word, self.commit, "--", "*.py"])
         prefix = f"{self.commit}:"
         return sorted({n[len(prefix):] if n.startswith(prefix) else n for n in names})[:MAX_FILES]
+
+    def blob(self, path: str) -> str | None:
+        """The object id of a file at this commit (one `git ls-tree` per commit): what the
+        index caches facts by, so a warm review reads no file's text."""
+        return _blobs(self.git_dir, self.commit).get(path)
 
     def read(self, path: str) -> str | None:
         try:
@@ -88,6 +116,9 @@ class WorkingFiles:
 
     def read(self, path: str) -> str | None:
         return _decode(read_inside(self.root, path))
+
+    def blob(self, path: str) -> str | None:
+        return None  # the working tree's text may differ from any object: it is hashed instead
 
 
 @dataclass(frozen=True)
@@ -136,3 +167,6 @@ class FolderFiles:
     def read(self, path: str) -> str | None:
         full = Path(path)
         return self._text(full if full.is_absolute() else self.cwd / full)
+
+    def blob(self, path: str) -> str | None:
+        return None
