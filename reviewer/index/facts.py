@@ -104,40 +104,42 @@ def _passed(arg: ast.expr) -> str | None:
     return "" if isinstance(arg, (ast.BinOp, ast.UnaryOp)) else None
 
 
-def _calls(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[Facts]:
-    """The calls in one function, each with the names it passes (by position and keyword)
-    and those of them the function reads again after the call's statement (in a loop, the
-    whole loop is after it). A name the statement rebinds (`x = f(x)`) is read afterwards
-    only as the new value, so it is not counted."""
-    params = set(_params(fn))
-    loads: list[tuple[int, str]] = []
+def _calls(nodes: list[ast.AST], params: set[str]) -> list[Facts]:
+    """The calls in one function's body (or the module's own statements), each with the
+    names it passes (by position and keyword) and those of them read again after the call's
+    statement (in a loop, the whole loop is after it). A name the statement rebinds
+    (`x = f(x)`) is read afterwards only as the new value, so it is not counted; a
+    parameter belongs to the caller's own caller, who may read it again."""
+    loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
     loops: list[tuple[int, int]] = []
-    for node in ast.walk(fn):
+    calls: list[ast.Call] = []
+    for node in (n for top in nodes for n in ast.walk(top)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            loads.append((node.lineno, node.id))
+            loads.setdefault(node.id, []).append(node.lineno)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             loops.append((node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            calls.append(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             stores.setdefault(node.lineno, set()).update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
     out: list[Facts] = []
-    for node in ast.walk(fn):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, (ast.Name, ast.Attribute)):
-            continue
-        callee = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+    for node in calls:
         positional = [_passed(a) for a in node.args if not isinstance(a, ast.Starred)]
         keywords = {k.arg: _passed(k.value) for k in node.keywords if k.arg}
-        passed = {n for n in (*positional, *keywords.values()) if n}
         line, end = node.lineno, node.end_lineno or node.lineno
         around = [(s, e) for s, e in loops if s <= line <= e]
         rebound = stores.get(line, set())
-        kept = sorted({n for at, n in loads if n in passed and n not in rebound and not line <= at <= end and (at > end or any(s <= at <= e for s, e in around))})
-        # The caller's own parameter belongs to its caller in turn, who may read it again.
-        kept = sorted({*kept, *(passed & params)})
-        out.append({"callee": callee, "line": line, "method": isinstance(node.func, ast.Attribute), "pos": positional, "kw": keywords, "kept": kept})
-    return out
 
+        def read_after(name: str, line: int = line, end: int = end, around: list[tuple[int, int]] = around) -> bool:
+            return any(not line <= at <= end and (at > end or any(s <= at <= e for s, e in around)) for at in loads.get(name, ()))
+
+        passed = {n for n in (*positional, *keywords.values()) if n}
+        kept = sorted(n for n in passed if n in params or (n not in rebound and read_after(n)))
+        callee = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept})
+    return out
 
 def file_facts(text: str) -> Facts:
     """{"classes": {name: {"line", "methods": {name: facts}}}, "functions": {name: facts}}."""
@@ -148,13 +150,17 @@ def file_facts(text: str) -> Facts:
     classes: dict[str, Facts] = {}
     functions: dict[str, Facts] = {}
     calls: list[Facts] = []
+    script: list[ast.AST] = []  # the module's own statements: a script's calls count too
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: function_facts(m) for m in defs}}
             for m in defs:
-                calls.extend(_calls(m))
+                calls.extend(_calls(m.body, set(_params(m))))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-            calls.extend(_calls(node))
+            calls.extend(_calls(node.body, set(_params(node))))
+        else:
+            script.append(node)
+    calls.extend(_calls(script, set()))
     return {"classes": classes, "functions": functions, "calls": calls}

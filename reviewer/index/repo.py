@@ -20,7 +20,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 
 
 def _test_path(path: str) -> bool:
