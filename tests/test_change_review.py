@@ -347,3 +347,13 @@ def test_a_warm_index_reads_no_file_of_a_commit(repo: Repo, tmp_path: Path) -> N
     warm = RepoIndex(files, tmp_path / "index")
     assert warm.keeps("AverageMeter", "update", 0, None) == cold.keeps("AverageMeter", "update", 0, None)
     assert reads == ["utils/meters.py"]
+
+
+def test_a_script_that_reads_its_tensor_again_keeps_the_helper_reported(repo: Repo, tmp_path: Path) -> None:
+    repo.write("spaces.py", ACTION_SPACE)
+    repo.write("policy.py", POLICY_DROPS)
+    repo.write("rollout.py", "import torch\nfrom spaces import GripperSpace\n\naction = torch.randn(1, 14)\nclean = GripperSpace().postprocess(action)\nprint(action.sum(), clean.sum())\n")
+    repo.commit("a policy that drops its action, and a script that reads it again")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
+    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC102", 8)]
