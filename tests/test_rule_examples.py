@@ -87,3 +87,21 @@ def test_the_gather_message_names_a_function_that_exists_however_all_gather_was_
     aliased = source.replace("from torch.distributed import all_gather\n", "import torch.distributed as dist\n").replace("    all_gather(", "    dist.all_gather(")
     [finding] = _findings(rule_by_code("RC345"), aliased)
     assert "`dist.all_gather_into_tensor(out, ...)`" in finding.message
+
+
+def test_a_per_iteration_clone_is_left_alone_in_a_tests_file() -> None:
+    from review_copies.rules import rule_by_code
+
+    source = (
+        "import torch\n"
+        "def check(model, batches):\n"
+        "    base = torch.zeros(4)\n"
+        "    for x in batches:\n"
+        "        work = base.clone()\n"
+        "        work.add_(x)\n"
+        "        assert model(work).isfinite().all()\n"
+    )
+    rule = rule_by_code("RC344")
+    assert [f.rule for f in review_file(example_job("train.py", source, None, ("RC344",))).findings] == ["RC344"]
+    for path in ("tests/test_model.py", "test_model.py", "pkg/model_test.py"):
+        assert review_file(example_job(path, source, None, (rule.code,))).findings == []

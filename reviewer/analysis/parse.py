@@ -164,6 +164,14 @@ class Scope:
         return self.start <= line <= self.end
 
 
+def is_test_path(path: str) -> bool:
+    """A test's file (`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`): code that checks
+    results and runs once, never in a hot loop nor as a library's API."""
+    parts = path.replace("\\", "/").split("/")
+    name = parts[-1]
+    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
 @dataclass
 class ParsedFile:
     path: str

@@ -28,7 +28,7 @@ def opt_in_arm(test: cst.BaseExpression) -> int | None:
         inner = opt_in_arm(test.expression)
         return None if inner is None else 1 - inner
     name = dotted(test).rpartition(".")[2].lower()
-    return 0 if name and name.replace("_", "").endswith("inplace") else None
+    return 0 if name and "inplace" in name.replace("_", "") else None  # `inplace`, `self.inplace_add`, `in_place`
 
 
 def last(qualname: str) -> str:

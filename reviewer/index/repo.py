@@ -16,17 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from review_copies.analysis.parse import is_test_path
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
 INDEX_VERSION = 5
-
-
-def _test_path(path: str) -> bool:
-    parts = path.split("/")
-    name = parts[-1]
-    return any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
 
 
 @dataclass(frozen=True)
@@ -132,7 +127,7 @@ class RepoIndex:
                     return False  # something that may be shared, or a name read again
                 # A test that checks only the result says nothing of how real callers use
                 # their tensor afterwards (a library's users are not in the repository).
-                seen = seen or not _test_path(path)
+                seen = seen or not is_test_path(path)
         return True if seen else None
 
     def grad_off(self, name: str) -> bool:

@@ -20,7 +20,8 @@ class InplaceOnSavedTensor(Rule):
     Finds an in-place op (`+=`, `.mul_()`, `x[i] = v`, `inplace=True`) on a tensor that
     autograd saved for the backward pass: the output of `sigmoid`, `tanh`, `exp`,
     `relu`, `softmax`...; an input of `mul`, `matmul`, `pow`, `log`, a `Linear` or a
-    norm layer.
+    norm layer. A write in the arm an `inplace` flag selects (`if self.inplace_add:`) is a
+    mode the caller chose (for inference, or to save memory) and is not reported.
 
     ## Why is this bad?
     Backward needs the saved values. After the in-place write their version counter has
@@ -88,6 +89,25 @@ class InplaceOnSavedTensor(Rule):
                     return y.mul_(self.weight)
             """,
             "the multiplications that save `y` are in arms that all return: the in-place one never follows them",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class ConvAddReLU(nn.Module):
+                def __init__(self, inplace_add: bool = False):
+                    super().__init__()
+                    self.conv = nn.Conv2d(3, 3, 3, padding=1)
+                    self.relu = nn.ReLU()
+                    self.inplace_add = inplace_add
+                def forward(self, x):
+                    if self.inplace_add:
+                        tmp = self.relu(x)
+                        tmp += self.conv(x)
+                        return tmp
+                    return self.relu(x) + self.conv(x)
+            """,
+            "the in-place add is a mode the module was built with (`inplace_add=True`), not a slip",
         ),
         Valid(
             """
@@ -196,8 +216,8 @@ class InplaceOnSavedTensor(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for write in flow.of(Write):
-            if (deliberate_write(write) and write.op != "optimizer.step()") or write.target.via == "data":
-                continue
+            if (deliberate_write(write) and write.op != "optimizer.step()") or write.target.via == "data" or write.opted_in:
+                continue  # (an `inplace` flag's arm: a mode the caller chose, for inference or memory)
             saved = saved_before(flow, write)
             if saved is None:
                 continue

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow, Store, Use
+from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
@@ -46,7 +47,8 @@ class PerIterationCloneIntoNewTensor(Rule):
 
     ## Fix safety
     No automatic fix (it moves code out of the loop); the message says what to change.
-    Clones that are kept (appended, yielded, returned) are not reported.
+    Clones that are kept (appended, yielded, returned) are not reported, nor are loops in
+    a test's file (`tests/`, `test_*.py`), which run a few times to check results.
     """
 
     code = "RC344"
@@ -115,6 +117,8 @@ class PerIterationCloneIntoNewTensor(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        if is_test_path(flow.file.path):
+            return  # a test's loop runs a few times to check results: an allocation there costs nothing worth a rewrite
         for bind in flow.of(Bind):
             if not bind.loops or bind.expr is None:
                 continue
