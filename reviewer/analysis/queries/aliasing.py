@@ -90,7 +90,7 @@ def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:
 # Builtins that only look at their arguments: `hasattr(model, "state_dict")` changes nothing.
 _LOOKING_BUILTINS = frozenset(
     "hasattr getattr isinstance issubclass callable len id type repr str hash format print bool int float "
-    "iter zip enumerate sorted reversed min max sum any all list tuple vars dir".split()
+    "iter zip enumerate sorted reversed min max sum any all list tuple dict set frozenset vars dir".split()
 )
 
 

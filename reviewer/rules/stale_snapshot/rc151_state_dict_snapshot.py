@@ -111,6 +111,19 @@ class StateDictSnapshot(Rule):
             """,
             "`hasattr` only looks at the object: nothing changes the state_dict before it is stored",
         ),
+        Valid(
+            """
+            import torch
+            def load_metrics(state, metrics):
+                for name, value in state.items():
+                    if name == "algorithms" and isinstance(value, list):
+                        value = dict(value)
+                    for metric_name in metrics:
+                        saved = value[metric_name].state_dict()
+                        metrics[metric_name].load_state_dict(saved)
+            """,
+            "`dict(value)` builds a new dict from its argument and changes nothing",
+        ),
     )
     INVALID = (
         Invalid(
