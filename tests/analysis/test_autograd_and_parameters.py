@@ -209,3 +209,12 @@ def test_a_syntax_node_the_walk_does_not_model_is_unknown() -> None:
     """)
     assert bound(f, "x")[0].value.kind is Kind.UNKNOWN
     assert isinstance(bound(f, "x")[0].expr, cst.Ellipsis)
+
+
+def test_a_buffer_cleared_first_is_an_output_however_the_zero_is_spelled() -> None:
+    from review_copies.analysis.queries.intent import reset_before_use
+
+    for zero in ("0", "0.0", "0x0", "0b0", "0_0", "0e0"):
+        source = f"def f(buf, x):\n    if buf is None:\n        return x\n    buf *= {zero}\n    buf += x\n    return buf.sum() + x.sum()\n"
+        assert reset_before_use(flow(source), "buf"), zero
+    assert not reset_before_use(flow("def f(buf, x):\n    y = buf * 2\n    buf *= 0\n    return y\n"), "buf")

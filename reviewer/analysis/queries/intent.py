@@ -123,7 +123,7 @@ def reset_before_use(flow: FunctionFlow, arg: str) -> bool:
     none_checks: set[int] = set()
 
     def zero(node: cst.BaseExpression) -> bool:
-        return isinstance(node, (cst.Integer, cst.Float)) and float(node.value.replace("_", "")) == 0.0
+        return isinstance(node, (cst.Integer, cst.Float)) and node.evaluated_value == 0  # `0`, `0.0`, `0x0`, `0_0`
 
     def constant(node: cst.BaseExpression) -> bool:
         inner = node.expression if isinstance(node, cst.UnaryOperation) else node
