@@ -46,23 +46,14 @@ class FileAnalysis:
         """Module-level names bound once to a device, a dtype or a literal (`DEVICE = torch.device("cpu")`)."""
         if self._constants is not None:
             return self._constants
-        counts: dict[str, int] = {}
-        simple: dict[str, cst.BaseExpression] = {}
-        for stmt in self.file.module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                        name = small.targets[0].target.value
-                        counts[name] = counts.get(name, 0) + 1
-                        simple[name] = small.value
         # Evaluating a constant asks for none: the cache holds an empty table meanwhile.
         self._constants = {}
         evaluator = Interpreter(self, None, recording=False)
         constants: State = {}
-        for name, expr in simple.items():
-            if counts[name] != 1:
+        for name, bound in self.file.module_assignments().items():
+            if len(bound) != 1:
                 continue
-            value = evaluator.ev(expr)
+            value = evaluator.ev(bound[0])
             if value.kind in (Kind.DEVICE, Kind.SCALAR) or (value.kind is Kind.OTHER and value.dtype is not None):
                 constants[name] = value
         self._constants = constants

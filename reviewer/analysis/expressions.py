@@ -232,8 +232,9 @@ def _conditional(cx: Context, node: cst.IfExp) -> Value:
     flagged = opt_in_arm(node.test)
     cx.opted_in += flagged == 0
     body = cx.ev(node.body)
-    cx.opted_in += (flagged == 1) - (flagged == 0)
+    cx.opted_in -= flagged == 0
     cx.state = {**before, **when_false}
+    cx.opted_in += flagged == 1
     orelse = cx.ev(node.orelse)
     cx.opted_in -= flagged == 1
     cx.state = before

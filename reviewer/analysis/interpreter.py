@@ -112,7 +112,8 @@ class Interpreter(Assignments):
         self.opted_in += flagged == 0
         self.block(stmt.body.body)
         self.opted_in -= flagged == 0
-        if _exits(stmt.body.body):
+        body_exits, else_exits = _exits(stmt.body.body), _orelse_exits(stmt)
+        if body_exits:
             self.flow.exited_arms.add((branch, 0))
         self.arm_stack[-1] = (branch, 1)
         after_body = self.state
@@ -121,10 +122,10 @@ class Interpreter(Assignments):
             self.opted_in += flagged == 1
             self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
             self.opted_in -= flagged == 1
-            if _if_exits(stmt.orelse) if isinstance(stmt.orelse, cst.If) else _exits(list(statement_bodies(stmt.orelse))):
+            if else_exits:
                 self.flow.exited_arms.add((branch, 1))
         self.arm_stack.pop()
-        self.state = _after_if(stmt, after_body, self.state)
+        self.state = _after_if(body_exits, else_exits, after_body, self.state)
 
     def branch_id(self) -> int:
         """A new branch's id; 0 inside a loop, where one iteration may take one arm and
@@ -247,20 +248,24 @@ def _is_type_checking(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Attribute) and test.attr.value == "TYPE_CHECKING" and isinstance(test.value, cst.Name) and test.value.value in ("typing", "typing_extensions")
 
 
-def _after_if(stmt: cst.If, after_body: State, after_else: State) -> State:
+def _after_if(body_exits: bool, else_exits: bool, after_body: State, after_else: State) -> State:
     """What holds after an `if`. An arm that always leaves the function (`return`, `raise`)
     does not reach what follows: after `if device != "cpu": return`, only the other arm's
     facts hold. (`continue`/`break` arms still reach the loop's next iteration: joined.)"""
-    body_exits = _exits(stmt.body.body)
-    else_exits = stmt.orelse is not None and not isinstance(stmt.orelse, cst.If) and _exits(list(statement_bodies(stmt.orelse)))
-    if isinstance(stmt.orelse, cst.If):
-        # `elif`: the chain after the first arm exits when every arm of it does, `else` included.
-        else_exits = _if_exits(stmt.orelse)
     if body_exits and not else_exits:
         return after_else
     if else_exits and not body_exits:
         return after_body
     return join_states(after_body, after_else)
+
+
+def _orelse_exits(stmt: cst.If) -> bool:
+    """Does the `else` (or the `elif` chain, `else` included) always leave the function?"""
+    if stmt.orelse is None:
+        return False
+    if isinstance(stmt.orelse, cst.If):
+        return _if_exits(stmt.orelse)
+    return _exits(list(statement_bodies(stmt.orelse)))
 
 
 def _exits(body: Sequence[cst.BaseStatement]) -> bool:
@@ -276,8 +281,4 @@ def _exits(body: Sequence[cst.BaseStatement]) -> bool:
 def _if_exits(stmt: cst.If) -> bool:
     """An `if` leaves the function when it has an `else` and every arm ends by leaving:
     `if inplace: return x.mul_(w)` / `else: return x * w`."""
-    if stmt.orelse is None or not _exits(stmt.body.body):
-        return False
-    if isinstance(stmt.orelse, cst.If):
-        return _if_exits(stmt.orelse)
-    return _exits(list(statement_bodies(stmt.orelse)))
+    return stmt.orelse is not None and _exits(stmt.body.body) and _orelse_exits(stmt)

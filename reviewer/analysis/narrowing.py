@@ -89,20 +89,9 @@ def _cpu_literal(cx: Context, node: cst.BaseExpression, follow: bool = True) -> 
     if isinstance(node, cst.Call) and dotted(node.func) in ("torch.device", "device") and node.args:
         return _cpu_literal(cx, node.args[0].value, follow=False)
     if follow and isinstance(node, cst.Name):
-        value = cx.file.once("module constants", lambda: _module_constants(cx.file.module)).get(node.value)
-        return value is not None and _cpu_literal(cx, value, follow=False)
+        bound = cx.file.module_assignments().get(node.value)
+        return bound is not None and _cpu_literal(cx, bound[-1], follow=False)
     return False
-
-
-def _module_constants(module: cst.Module) -> dict[str, cst.BaseExpression]:
-    """The value of each `NAME = ...` at the top of the file (the last binding of a name)."""
-    found: dict[str, cst.BaseExpression] = {}
-    for stmt in module.body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                    found[small.targets[0].target.value] = small.value
-    return found
 
 
 def _code(node: cst.BaseExpression) -> str:

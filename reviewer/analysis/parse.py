@@ -235,6 +235,20 @@ class ParsedFile:
             self._derived[key] = compute()
         return self._derived[key]
 
+    def module_assignments(self) -> dict[str, list[cst.BaseExpression]]:
+        """What each `NAME = ...` at the top of the file binds, in order (read once per file)."""
+
+        def compute() -> dict[str, list[cst.BaseExpression]]:
+            found: dict[str, list[cst.BaseExpression]] = {}
+            for stmt in self.module.body:
+                if isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                            found.setdefault(small.targets[0].target.value, []).append(small.value)
+            return found
+
+        return self.once("module assignments", compute)
+
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         lines = self.statement_lines
         if lines is not None and node in lines:

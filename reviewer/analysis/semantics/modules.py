@@ -15,7 +15,6 @@ from review_copies.analysis.syntax import dotted, first_argument_false, keyword_
 from review_copies.analysis.values import NONE, OTHER, UNKNOWN, Device, Kind, Tri, Value
 
 # Methods of nn.Module that are not submodule calls even with arguments.
-PLAIN_OBJECT_METHODS = frozenset(("register_module", "add_module", "get_submodule", "get_parameter", "get_buffer", "to_empty", "type", "extra_repr", "zero_grad"))
 MODULE_METHODS = api.MODULE_ONLY_METHODS | {"forward", "to", "cuda", "cpu", "float", "double", "half", "zero_grad", "requires_grad_", "register_buffer"}
 _MOVES = frozenset(("to", "cuda", "cpu", "train", "eval", "float", "double", "half", "requires_grad_"))
 # nn.Module's own public methods (torch 2.13, `dir(torch.nn.Module)`): calling one is not
@@ -57,7 +56,7 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
         return UNKNOWN
     own_method = dotted(func.value) == "self" and method in cx.class_methods
-    if method == "forward" or (not own_method and method not in MODULE_METHODS and method not in NN_MODULE_METHODS and method not in PLAIN_OBJECT_METHODS and (args or kwargs)):
+    if method == "forward" or (not own_method and method not in NN_MODULE_METHODS and (args or kwargs)):
         # `model.encoder(x)`: a submodule is called like the module itself.
         return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
     if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):
