@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,29 +134,35 @@ class RepoIndex:
         """Whether every definition of the function or method `name` in the repository runs
         with autograd off by its decorator (`@torch.no_grad()`), and there is one; abstract
         declarations (`raise NotImplementedError`) are not definitions."""
-        found = False
-        for path in self._paths(f"def {name}("):
-            facts = self.facts(path) or {}
-            defs = [facts.get("functions", {}).get(name)] + [c["methods"].get(name) for c in facts.get("classes", {}).values()]
-            for fn in defs:
-                if fn is None or fn.get("stub"):
-                    continue  # an abstract declaration: the implementations decide
-                if not fn.get("grad_off"):
-                    return False
-                found = True
-        return found
+        def defs() -> Iterator[Facts | None]:
+            for path in self._paths(f"def {name}("):
+                facts = self.facts(path) or {}
+                yield facts.get("functions", {}).get(name)
+                yield from (c["methods"].get(name) for c in facts.get("classes", {}).values())
+
+        return _all_grad_off(defs()) is True
 
     def method_grad_off(self, cls: str, method: str) -> bool | None:
         """Whether `cls.method` runs with autograd off by its decorator, for every class of
         that name in the repository that defines it; None when no class of that name defines
         it here (it is inherited, or the class lives elsewhere)."""
-        found: bool | None = None
-        for path in self._paths(f"class {cls}"):
-            info = (self.facts(path) or {}).get("classes", {}).get(cls)
-            fn = info["methods"].get(method) if info is not None else None
-            if fn is None or fn.get("stub"):
-                continue
-            if not fn.get("grad_off"):
-                return False
-            found = True
-        return found
+        def defs() -> Iterator[Facts | None]:
+            for path in self._paths(f"class {cls}"):
+                info = (self.facts(path) or {}).get("classes", {}).get(cls)
+                yield info["methods"].get(method) if info is not None else None
+
+        return _all_grad_off(defs())
+
+
+def _all_grad_off(defs: Iterable[Facts | None]) -> bool | None:
+    """Whether every definition runs under a grad-off decorator (read lazily: the first that
+    does not settles it), None when there is none; abstract declarations (`raise
+    NotImplementedError`) are left out: the implementations decide."""
+    found: bool | None = None
+    for fn in defs:
+        if fn is None or fn.get("stub"):
+            continue
+        if not fn.get("grad_off"):
+            return False
+        found = True
+    return found

@@ -29,15 +29,23 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
     return False
 
 
+def position_of(scope: Scope, arg: str) -> int | None:
+    """Where a call passes `arg` positionally: its index among the parameters, after `self`
+    for a method; None for a keyword-only parameter."""
+    if not isinstance(scope.node, cst.FunctionDef):
+        return None
+    params = [p.name.value for p in scope.node.params.params]
+    if scope.kind == "method" and params:
+        params = params[1:]
+    return params.index(arg) if arg in params else None
+
+
 def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
     """Each call of this function in the file, with what it passes for `arg`."""
     scope = flow.scope
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return []
-    params = [p.name.value for p in scope.node.params.params]
-    if scope.kind == "method" and params:
-        params = params[1:]
-    position = params.index(arg) if arg in params else None
+    position = position_of(scope, arg)
     out = []
     for call in own_call_sites(flow.file, flow.scope):
         value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)

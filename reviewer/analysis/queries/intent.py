@@ -75,10 +75,15 @@ def restored(flow: FunctionFlow, write: Write) -> bool:
 def write_only(flow: FunctionFlow, arg: str) -> bool:
     """The function only ever writes into `arg` (`counts[i] += n`, `out.add_(x)`) and never
     reads it for anything else: an output the caller hands over to be filled, whatever it
-    is named."""
+    is named. Asked for every write a rule looks at, so kept per function and argument."""
     scope = flow.scope
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
+    node = scope.node
+    return flow.file.once(("write_only", id(node), arg), lambda: _write_only(node, arg))
+
+
+def _write_only(fn: cst.FunctionDef, arg: str) -> bool:
     written: set[int] = set()
     seen: list[cst.Name] = []
 
@@ -104,7 +109,7 @@ def write_only(flow: FunctionFlow, arg: str) -> bool:
             if node.value == arg:
                 seen.append(node)
 
-    scope.node.body.visit(_Walk())
+    fn.body.visit(_Walk())
     return bool(seen) and all(id(n) in written for n in seen)
 
 
@@ -114,10 +119,16 @@ _RESET_METHODS = frozenset(("zero_", "fill_", "mul_"))
 def reset_before_use(flow: FunctionFlow, arg: str) -> bool:
     """The first thing the function does with `arg` (after checking it against None) is to
     clear all of it (`grads *= 0.0`, `out.zero_()`, `buf.fill_(0)`, `buf[:] = 0`): its old
-    contents are never read, so it is a buffer the caller hands over to be filled."""
+    contents are never read, so it is a buffer the caller hands over to be filled. Kept per
+    function and argument, like `write_only`."""
     scope = flow.scope
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
+    node = scope.node
+    return flow.file.once(("reset_before_use", id(node), arg), lambda: _reset_before_use(node, arg))
+
+
+def _reset_before_use(fn: cst.FunctionDef, arg: str) -> bool:
     found: list[tuple[cst.Name, bool]] = []  # each mention, and whether it is a reset
     resets: set[int] = set()
     none_checks: set[int] = set()
@@ -165,5 +176,5 @@ def reset_before_use(flow: FunctionFlow, arg: str) -> bool:
             if node.value == arg and id(node) not in none_checks:
                 found.append((node, id(node) in resets))
 
-    scope.node.body.visit(_Walk())
+    fn.body.visit(_Walk())
     return bool(found) and found[0][1]

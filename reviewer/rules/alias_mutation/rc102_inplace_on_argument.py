@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Use, Write
 from review_copies.analysis.queries.aliasing import last_bind, name_of
-from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, returns_argument
+from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, position_of, returns_argument
 from review_copies.analysis.queries.intent import (
     declares_mutation,
     deliberate_write,
@@ -432,8 +432,4 @@ def _callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
     scope = flow.scope
     if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
-    params = [p.name.value for p in scope.node.params.params]
-    if scope.kind == "method" and params:
-        params = params[1:]
-    position = params.index(arg) if arg in params else None
-    return flow.index.callers_drop(scope.name, position, arg) is True
+    return flow.index.callers_drop(scope.name, position_of(scope, arg), arg) is True
