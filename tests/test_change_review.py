@@ -207,18 +207,23 @@ class Policy:
 """
 
 
+def _whole_file(repo: Repo, tmp_path: Path, path: str) -> list[tuple[str, int]]:
+    """`--all` over one file of the repository, as a user runs it from the checkout: each
+    finding's rule and line. The index cache lives under `tmp_path`."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", path, cwd=repo.path, env=env)
+    assert all(f["path"] == path for f in result.json["findings"])
+    return [(f["rule"], f["line"]) for f in result.json["findings"]]
+
+
 def test_a_helper_writing_its_argument_is_reported_only_when_a_caller_elsewhere_reads_it_again(repo: Repo, tmp_path: Path) -> None:
     repo.write("spaces.py", ACTION_SPACE)
     repo.write("policy.py", POLICY_DROPS)
     repo.commit("a policy that hands its fresh action over")
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    quiet = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
-    assert quiet.json["findings"] == []
+    assert _whole_file(repo, tmp_path, "spaces.py") == []
     repo.write("policy.py", POLICY_KEEPS)
     repo.commit("the policy reads its action again after the helper wrote into it")
-    loud = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
-    [finding] = loud.json["findings"]
-    assert finding["rule"] == "RC102" and finding["path"] == "spaces.py" and finding["line"] == 8
+    assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
 
 
 ACTOR = """
@@ -260,11 +265,9 @@ def test_numpy_on_what_a_no_grad_method_elsewhere_returned_is_not_reported(repo:
     repo.write("actor.py", ACTOR)
     repo.write("rollout.py", ROLLOUT)
     repo.commit("an actor and its rollout")
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
     # `select_action` is decorated with @torch.no_grad() in actor.py: its result carries no
     # graph. `score` is not: converting its result still raises.
-    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]
+    assert _whole_file(repo, tmp_path, "rollout.py") == [("RC321", 13)]
 
 
 BASE_POLICY = """
@@ -285,9 +288,7 @@ def test_an_abstract_declaration_does_not_hide_the_no_grad_implementations(repo:
     repo.write("actor.py", ACTOR)
     repo.write("rollout.py", ROLLOUT)
     repo.commit("an abstract policy, an actor and its rollout")
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
-    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]
+    assert _whole_file(repo, tmp_path, "rollout.py") == [("RC321", 13)]
 
 
 DUMMY = """
@@ -307,9 +308,7 @@ def test_the_receivers_declared_class_decides_which_method_runs(repo: Repo, tmp_
     repo.write("actor.py", ACTOR)
     repo.write("rollout.py", ROLLOUT)
     repo.commit("an actor, a test double and a rollout")
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "rollout.py", cwd=repo.path, env=env)
-    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC321", 13)]
+    assert _whole_file(repo, tmp_path, "rollout.py") == [("RC321", 13)]
 
 
 def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tmp_path: Path) -> None:
@@ -318,9 +317,7 @@ def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tm
     repo.write("spaces.py", ACTION_SPACE)
     repo.write("tests/test_spaces.py", "from spaces import GripperSpace\n\ndef test_trim(action):\n    out = GripperSpace().postprocess(action)\n    assert out.shape[-1] == 12\n")
     repo.commit("a helper and its test")
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
-    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC102", 8)]
+    assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
 
 
 def test_a_warm_index_reads_no_file_of_a_commit(repo: Repo, tmp_path: Path) -> None:
@@ -354,6 +351,4 @@ def test_a_script_that_reads_its_tensor_again_keeps_the_helper_reported(repo: Re
     repo.write("policy.py", POLICY_DROPS)
     repo.write("rollout.py", "import torch\nfrom spaces import GripperSpace\n\naction = torch.randn(1, 14)\nclean = GripperSpace().postprocess(action)\nprint(action.sum(), clean.sum())\n")
     repo.commit("a policy that drops its action, and a script that reads it again")
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "spaces.py", cwd=repo.path, env=env)
-    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == [("RC102", 8)]
+    assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
