@@ -352,3 +352,59 @@ def test_a_script_that_reads_its_tensor_again_keeps_the_helper_reported(repo: Re
     repo.write("rollout.py", "import torch\nfrom spaces import GripperSpace\n\naction = torch.randn(1, 14)\nclean = GripperSpace().postprocess(action)\nprint(action.sum(), clean.sum())\n")
     repo.commit("a policy that drops its action, and a script that reads it again")
     assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
+
+
+SAMPLING = """
+import torch
+
+
+def denoise(model, latents, steps):
+    for t_curr, t_prev in zip(steps[:-1], steps[1:]):
+        pred = model(latents, t_curr)
+        latents = latents + (t_prev - t_curr) * pred
+    return latents
+
+
+def generate(model, noise, steps):
+    return denoise(model, noise, steps)
+"""
+
+INFER_NO_GRAD = """
+import torch
+from sampling import generate
+
+
+@torch.no_grad()
+def infer(model, noise, steps):
+    return generate(model, noise, steps)
+
+
+def validate(model, noise, steps):
+    with torch.no_grad():
+        return generate(model, noise, steps)
+"""
+
+FINETUNE_WITH_GRAD = """
+import torch
+from sampling import generate
+
+
+def finetune(model, noise, steps, optimizer):
+    loss = generate(model, noise, steps).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_loop_every_caller_elsewhere_runs_without_grad_keeps_no_graph(repo: Repo, tmp_path: Path) -> None:
+    # `denoise` is reached only through `generate`, which other files call under
+    # `@torch.no_grad()` or `with torch.no_grad():` (torchtitan's Flux sampling): its update
+    # of `latents` builds no graph. One caller with autograd on brings the finding back.
+    repo.write("sampling.py", SAMPLING)
+    repo.write("infer.py", INFER_NO_GRAD)
+    repo.write("tests/test_sampling.py", "from sampling import generate\n\ndef test_shape(model, noise, steps):\n    assert generate(model, noise, steps).shape == noise.shape\n")
+    repo.commit("sampling, called without grad (and by a test)")
+    assert _whole_file(repo, tmp_path, "sampling.py") == []
+    repo.write("finetune.py", FINETUNE_WITH_GRAD)
+    repo.commit("a caller that backpropagates through the sampler")
+    assert _whole_file(repo, tmp_path, "sampling.py") == [("RC251", 7)]

@@ -85,14 +85,39 @@ def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 _GRAD_OFF = ("no_grad", "inference_mode")
 
 
+def _turns_grad_off(expr: ast.expr) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
+    target = expr.func if isinstance(expr, ast.Call) else expr
+    name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
+    if name in _GRAD_OFF:
+        return True
+    return (
+        name == "set_grad_enabled"
+        and isinstance(expr, ast.Call)
+        and bool(expr.args)
+        and isinstance(expr.args[0], ast.Constant)
+        and expr.args[0].value is False
+    )
+
+
 def _grad_off(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """`@torch.no_grad()`, `@torch.inference_mode()`: the body, and what it returns, carry no graph."""
-    for d in fn.decorator_list:
-        target = d.func if isinstance(d, ast.Call) else d
-        name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
-        if name in _GRAD_OFF:
-            return True
-    return False
+    return any(_turns_grad_off(d) for d in fn.decorator_list)
+
+
+def _grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
+    """The lines that run with autograd off: `with torch.no_grad():` blocks and the bodies of
+    nested functions decorated so."""
+    spans = []
+    for node in (n for top in nodes for n in ast.walk(top)):
+        off = (
+            any(_turns_grad_off(item.context_expr) for item in node.items)
+            if isinstance(node, (ast.With, ast.AsyncWith))
+            else isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _grad_off(node)
+        )
+        if off:
+            spans.append((node.lineno, node.end_lineno or node.lineno))
+    return spans
 
 
 def _passed(arg: ast.expr) -> str | None:
@@ -104,12 +129,16 @@ def _passed(arg: ast.expr) -> str | None:
     return "" if isinstance(arg, (ast.BinOp, ast.UnaryOp)) else None
 
 
-def _calls(nodes: list[ast.AST], params: set[str]) -> list[Facts]:
+def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("", "module"), off: bool = False) -> list[Facts]:
     """The calls in one function's body (or the module's own statements), each with the
     names it passes (by position and keyword) and those of them read again after the call's
     statement (in a loop, the whole loop is after it). A name the statement rebinds
     (`x = f(x)`) is read afterwards only as the new value, so it is not counted; a
-    parameter belongs to the caller's own caller, who may read it again."""
+    parameter belongs to the caller's own caller, who may read it again. Each call also
+    says whether it runs with autograd off (`off`: the function's decorator, or a
+    `with torch.no_grad():` around it) and which function makes it (`in`: its name and
+    kind, "function", "method" or "module")."""
+    spans = [] if off else _grad_off_spans(nodes)
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
     loops: list[tuple[int, int]] = []
@@ -138,7 +167,8 @@ def _calls(nodes: list[ast.AST], params: set[str]) -> list[Facts]:
         passed = {n for n in (*positional, *keywords.values()) if n}
         kept = sorted(n for n in passed if n in params or (n not in rebound and read_after(n)))
         callee = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
-        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept})
+        grad_off = off or any(s <= line <= e for s, e in spans)
+        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "off": grad_off, "in": list(owner)})
     return out
 
 def file_facts(text: str) -> Facts:
@@ -156,10 +186,10 @@ def file_facts(text: str) -> Facts:
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: function_facts(m) for m in defs}}
             for m in defs:
-                calls.extend(_calls(m.body, set(_params(m))))
+                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m)))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-            calls.extend(_calls(node.body, set(_params(node))))
+            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node)))
         else:
             script.append(node)
     calls.extend(_calls(script, set()))

@@ -21,7 +21,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,29 @@ class RepoIndex:
 
         return _all_grad_off(defs()) is True
 
+    def called_grad_off(self, name: str, kind: str, depth: int = 3) -> bool:
+        """Whether every call of the function `name` outside the tests runs with autograd off,
+        and there is one: under `with torch.no_grad():`, from a function decorated so, or from
+        a function that is itself only ever called so (followed `depth` calls up). Tests
+        neither vouch nor veto: they call helpers however is handy. Only functions and private
+        methods are followed: a public method may be called by a framework the repository
+        does not show (a trainer's `training_step`, a module's `forward`)."""
+        if not _visible(name, kind):
+            return False
+        seen = False
+        for path in self._paths(f"{name}("):
+            if is_test_path(path):
+                continue
+            for call in (self.facts(path) or {}).get("calls", []):
+                if call["callee"] != name:
+                    continue
+                if not call.get("off"):
+                    caller, kind = call.get("in", ("", "module"))
+                    if depth <= 1 or caller == name or not self.called_grad_off(caller, kind, depth - 1):
+                        return False
+                seen = True
+        return seen
+
     def method_grad_off(self, cls: str, method: str) -> bool | None:
         """Whether `cls.method` runs with autograd off by its decorator, for every class of
         that name in the repository that defines it; None when no class of that name defines
@@ -152,6 +175,13 @@ class RepoIndex:
                 yield info["methods"].get(method) if info is not None else None
 
         return _all_grad_off(defs())
+
+
+def _visible(name: str, kind: str) -> bool:
+    """Whether every call of the function is written out in the repository: a module-level
+    function or a private method is called by name; a public method may be called for the
+    repository by a framework."""
+    return bool(name) and (kind == "function" or (kind == "method" and name.startswith("_") and not name.startswith("__")))
 
 
 def _all_grad_off(defs: Iterable[Facts | None]) -> bool | None:

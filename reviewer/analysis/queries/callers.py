@@ -124,6 +124,18 @@ def called_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
     return bool(sites) and all(contexts[call].no_grad for call in sites)
 
 
+def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
+    """Every call of this function in the repository, outside the tests, runs with autograd
+    off (the index follows callers a few calls up): nothing it computes is attached to a
+    graph when the repository runs it. Asked only when a rule is about to report, since it
+    reads the files that call the function."""
+    scope = flow.scope
+    if scope is None or scope.kind == "class" or flow.index is None:
+        return False
+    key = ("called_grad_off", scope.qualname)
+    return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind)))
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Where a call stands in its caller."""

@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Backward, FunctionFlow
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.model.findings import Category, Severity
@@ -156,6 +157,8 @@ class AccumulatedAttachedTensor(Rule):
                 f"(its nodes, and the activations too until `backward()` frees them) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
                 f"`{what}.item()` or `{what}.detach()`."
             )
+            if called_grad_off_in_repository(flow):
+                return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
 
 

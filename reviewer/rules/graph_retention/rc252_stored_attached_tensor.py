@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from review_copies.analysis.events import Backward, FunctionFlow, Store
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
@@ -168,4 +169,6 @@ class StoredAttachedTensor(Rule):
                 f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps its "
                 f"step's whole graph alive, so memory grows step after step. Store `{what}.detach()` (or `.item()` for a number)."
             )
+            if called_grad_off_in_repository(flow):
+                return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(store.node, message, (store.value_node, detached(store.value_node)))

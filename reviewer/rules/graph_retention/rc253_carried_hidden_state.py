@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Backward, Bind, FunctionFlow
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
@@ -110,4 +111,6 @@ class CarriedHiddenState(Rule):
                 f"its output, which is attached to the previous step's graph: the graph grows over the loop and the next backward() "
                 f"goes through the freed one (\"Trying to backward through the graph a second time\"). Detach `{bind.name}` between steps."
             )
+            if called_grad_off_in_repository(flow):
+                return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(bind.node, message)

@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, training_loop
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.model.findings import Category, Severity
@@ -166,6 +167,8 @@ class ArgumentKeptByAccumulator(Rule):
                     f"the loop at line {loop.start}, so every step's graph (its nodes, and the activations too until `backward()` frees them) stays alive with it. Pass "
                     f"`{what}.detach()` (or `{what}.item()`)."
                 )
+                if called_grad_off_in_repository(flow):
+                    return  # every caller runs it with autograd off: nothing it keeps holds a graph
                 yield Hit(call.node, message, (arg.value, detached(arg.value)))
                 break
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Store
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -181,6 +182,8 @@ class ChangeDropsGraphCut(Rule):
                 f"{kept} attached to the autograd graph, so each step's graph (its nodes, and the activations too until `backward()` frees them) stays alive as long as it "
                 f"does and memory grows step after step. Put {dropped_words(dropped)} back."
             )
+            if called_grad_off_in_repository(flow):
+                return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(event.node, message, restore(event.stmt, dropped))
 
 

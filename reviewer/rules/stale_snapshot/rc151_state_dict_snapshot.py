@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
+from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
 from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
 from review_copies.analysis.values import Kind, Value
@@ -124,6 +125,18 @@ class StateDictSnapshot(Rule):
             """,
             "`dict(value)` builds a new dict from its argument and changes nothing",
         ),
+        Valid(
+            """
+            import torch
+            def test_resumes(dataset):
+                next(dataset)
+                checkpoint = dataset.state_dict()
+                expected = [next(dataset), next(dataset)]
+                dataset.load_state_dict(checkpoint)
+                assert [next(dataset), next(dataset)] == expected
+            """,
+            "`next(dataset)`: an iterator's state_dict is its position, not a module's live tensors",
+        ),
     )
     INVALID = (
         Invalid(
@@ -208,6 +221,8 @@ class StateDictSnapshot(Rule):
                 yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
                 continue
             owner = owner_of(bind.expr)
+            if owner and _an_iterator(flow, owner):
+                continue
             roots = value.element.roots if value.element is not None and value.element.roots else value.roots
             change = changes_after(flow, bind, roots, owner)
             if change is None:
@@ -221,6 +236,15 @@ class StateDictSnapshot(Rule):
             )
             fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
             yield Hit(bind.node, message, fix, anchors=(read.node,))
+
+
+def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
+    """`next(owner)` somewhere in the function: the owner is an iterator (a data pipeline
+    whose state is its position), which no module or optimizer is."""
+    return any(
+        isinstance(e.call.func, cst.Name) and e.call.func.value == "next" and bool(e.call.args) and name_of(e.call.args[0].value) == owner
+        for e in flow.of(Call)
+    )
 
 
 def _clone_items(source: cst.BaseExpression) -> cst.DictComp:
