@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.events import Call, FunctionFlow, Write
 from review_copies.analysis.rewrite import chain
+from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of
 from review_copies.model.findings import Category, Severity
@@ -93,6 +94,17 @@ class LegacyConstructorAlias(Rule):
         Valid(
             """
             import torch
+            def reference_filter():
+                filt = torch.FloatTensor([1, 2, 1])
+                filt = torch.outer(filt, filt)
+                filt = torch.Tensor(filt)
+                return filt.view(1, 1, *filt.shape)
+            """,
+            "a float32 tensor that nothing writes afterwards: the alias and a copy cannot be told apart",
+        ),
+        Valid(
+            """
+            import torch
             def pad(x: torch.Tensor, gap: int) -> torch.Tensor:
                 b, n, _ = x.shape
                 zeros = torch.Tensor(torch.zeros(b, n, gap)).type(x.dtype).to(x.device)
@@ -122,16 +134,24 @@ class LegacyConstructorAlias(Rule):
         Invalid(
             """
             import torch
-            def f():
-                w = torch.zeros(3)
-                return torch.FloatTensor(w)
+            def history(steps: int):
+                x = torch.zeros(3)
+                seen = []
+                for _ in range(steps):
+                    seen.append(torch.FloatTensor(x))
+                    x.add_(1)
+                return seen
             """,
-            line=4,
+            line=6,
             fix="""
             import torch
-            def f():
-                w = torch.zeros(3)
-                return w.detach().clone()
+            def history(steps: int):
+                x = torch.zeros(3)
+                seen = []
+                for _ in range(steps):
+                    seen.append(x.detach().clone())
+                    x.add_(1)
+                return seen
             """,
         ),
     )
@@ -144,8 +164,11 @@ class LegacyConstructorAlias(Rule):
             if arg.keyword is not None or arg.star or not event.args or not event.args[0].is_tensor:
                 continue
             ctor = next(q for q in event.qualnames if q in api.LEGACY_CONSTRUCTORS).replace("torch.", "", 1)
-            if event.args[0].fresh and event.args[0].dtype in (None, _DTYPES.get(ctor.rpartition(".")[2])):
+            dtype = _DTYPES.get(ctor.rpartition(".")[2])
+            if event.args[0].fresh and event.args[0].dtype in (None, dtype):
                 continue  # `torch.Tensor(torch.zeros(n))`: an alias of a temporary nobody else holds shares nothing
+            if event.args[0].dtype == dtype and not _written_after(flow, event, event.args[0].roots):
+                continue  # the same dtype and no write through either name: the alias changes nothing
             what = code_of(arg.value)
             message = (
                 f"`torch.{ctor}({what})` does not copy: it returns an alias of `{what}` that shares "
@@ -154,3 +177,8 @@ class LegacyConstructorAlias(Rule):
                 f"for a copy, or `{what}` itself if sharing is meant."
             )
             yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))
+
+
+def _written_after(flow: FunctionFlow, event: Call, roots: frozenset) -> bool:
+    """An in-place write that may run after the constructor into the memory it aliases."""
+    return any(isinstance(e, Write) and overlaps(e.target.roots, roots) for e in flow.after(event))
