@@ -10,11 +10,15 @@ from review_copies.analysis.events import Bind, Event, FunctionFlow, Return, Sto
 from review_copies.analysis.guesses import SNAPSHOT_NAME
 from review_copies.analysis.syntax import dotted as dotted_name
 from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore, written_through
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _COPIES = (".clone()", ".copy()", "copy.deepcopy(...)", "deepcopy(...)")
+# Copies of any Python object: dropping one says nothing of tensors by itself.
+_GENERIC_COPIES = (".copy()", "copy.deepcopy(...)", "deepcopy(...)")
+_TENSOR_STATE = (Kind.TENSOR, Kind.PARAMETER_LIST, Kind.STATE_DICT, Kind.MODULE, Kind.OPTIMIZER, Kind.NDARRAY)
 
 
 class ChangeDropsSnapshotCopy(Rule):
@@ -74,6 +78,29 @@ class ChangeDropsSnapshotCopy(Rule):
                 for _ in range(steps):
                     out.append((x * 2).clone())
                 return out
+            """,
+        ),
+        Valid(
+            """
+            import copy
+            import torch
+            def consolidate(contexts):
+                plan = contexts[0].plan
+                for ctx in contexts[1:]:
+                    for key, val in ctx.plan.plan.items():
+                        plan.plan[key] = val
+                return plan
+            """,
+            "a deep copy of sharding specs, not known to hold tensors, that nothing here changes: dropping it is no evidence",
+            before="""
+            import copy
+            import torch
+            def consolidate(contexts):
+                plan = copy.deepcopy(contexts[0].plan)
+                for ctx in contexts[1:]:
+                    for key, val in ctx.plan.plan.items():
+                        plan.plan[key] = copy.deepcopy(val)
+                return plan
             """,
         ),
     )
@@ -147,6 +174,8 @@ class ChangeDropsSnapshotCopy(Rule):
             value = _value_node(event)
             if not dropped or value is None or not _live_state(value) or not _kept(flow, event):
                 continue
+            if all(d.what in _GENERIC_COPIES for d in dropped) and not _holds_tensors(flow.value(value)) and not _source_written(flow, value, event.line):
+                continue  # a deep copy of something not known to hold tensors, whose source nothing here changes: no evidence of a change
             reported.add(event.line)
             message = (
                 f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: what is kept is now `{short_code(value)}` "
@@ -164,6 +193,19 @@ def _value_node(event: Event) -> cst.BaseExpression | None:
     if isinstance(event, Return):
         return event.value_node
     return None
+
+
+def _holds_tensors(value: Value) -> bool:
+    """Tensors, or state made of them (a module, a state_dict, a container of tensors)."""
+    if value.kind in _TENSOR_STATE:
+        return True
+    return value.kind in (Kind.LIST, Kind.DICT, Kind.TUPLE) and value.element is not None and value.element.kind in _TENSOR_STATE
+
+
+def _source_written(flow: FunctionFlow, node: cst.BaseExpression, line: int) -> bool:
+    """The kept value's source is written in place later in the function."""
+    source = dotted_name(node.value if isinstance(node, cst.Subscript) else node)
+    return bool(source) and written_through(flow, source, line) is not None
 
 
 def _live_state(node: cst.BaseExpression) -> bool:
