@@ -9,7 +9,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
 from review_copies.analysis.roots import overlaps
-from review_copies.analysis.syntax import dotted
+from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import Kind, Value
 
 __all__ = ["AliasPair", "alias_pairs", "calls_with", "holders_before", "last_bind", "name_of", "overlaps", "reads_after", "writes_to"]
@@ -131,9 +131,13 @@ def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
     if not writer or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
         return []
     pairs = []
+    writer_bind = last_bind(flow, writer, write.index)
     for holder, value in holders_before(flow, write, write.target.roots, writer).items():
         reads = reads_after(flow, write, holder, write.target.roots)
         if not reads:
+            continue
+        holder_bind = last_bind(flow, holder, write.index)
+        if disjoint_slices(flow, writer_bind, holder_bind):
             continue
         pairs.append(
             AliasPair(
@@ -142,8 +146,51 @@ def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
                 holder=holder,
                 holder_value=value,
                 reads=tuple(reads),
-                writer_bind=last_bind(flow, writer, write.index),
-                holder_bind=last_bind(flow, holder, write.index),
+                writer_bind=writer_bind,
+                holder_bind=holder_bind,
             )
         )
     return sorted(pairs, key=lambda p: p.holder)
+
+
+def disjoint_slices(flow: FunctionFlow, a: Bind | None, b: Bind | None) -> bool:
+    """`left = x[:, :k]` and `right = x[:, k:]` (or `x[0]` and `x[1]`): basic indexing of the
+    same tensor, as bound at the time, that parts in one dimension, so the two names share
+    no element and a write through one never shows through the other."""
+    if a is None or b is None or not isinstance(a.expr, cst.Subscript) or not isinstance(b.expr, cst.Subscript):
+        return False
+    base = dotted(a.expr.value)
+    if not base or base != dotted(b.expr.value) or last_bind(flow, base, a.index) is not last_bind(flow, base, b.index):
+        return False
+    left, right = a.expr.slice, b.expr.slice
+    if len(left) != len(right) or any(isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Ellipsis) for e in (*left, *right)):
+        return False
+    return any(_parted(x.slice, y.slice) for x, y in zip(left, right, strict=True))
+
+
+def _parted(x: cst.BaseSlice, y: cst.BaseSlice) -> bool:
+    """Two subscripts of one dimension that select no common index."""
+    if isinstance(x, cst.Index) and isinstance(y, cst.Index):
+        i, j = _whole(x.value), _whole(y.value)
+        return i is not None and j is not None and i != j
+    if not isinstance(x, cst.Slice) or not isinstance(y, cst.Slice) or x.step is not None or y.step is not None:
+        return False
+    return _before(x, y) or _before(y, x)
+
+
+def _before(x: cst.Slice, y: cst.Slice) -> bool:
+    """`[a:k]` ends where `[k:b]` starts (for any k both resolve it to the same index), or
+    literal bounds that do not meet."""
+    if x.upper is None or y.lower is None:
+        return False
+    if code_of(x.upper) == code_of(y.lower):
+        return True
+    end, start = _whole(x.upper), _whole(y.lower)
+    return end is not None and start is not None and end <= start
+
+
+def _whole(expr: cst.BaseExpression) -> int | None:
+    """A non-negative integer literal (negative ones count from an end the code does not show)."""
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    return None

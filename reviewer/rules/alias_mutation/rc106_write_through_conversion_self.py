@@ -63,6 +63,20 @@ class WriteThroughConversionSelf(WriteThroughAlias):
         Valid(
             """
             import torch
+            def fill_table(freqs: torch.Tensor, dim: int, steps: torch.Tensor) -> None:
+                freqs = freqs.flatten(0, -2)
+                l_half = freqs[:, : dim // 2]
+                r_half = freqs[:, dim // 2 :]
+                torch.outer(steps, torch.arange(dim // 2, dtype=steps.dtype), out=l_half)
+                r_half.copy_(l_half[:, : r_half.size(1)])
+                l_half.sin_()
+                r_half.cos_()
+            """,
+            "`[:, :k]` and `[:, k:]` are disjoint halves of one buffer: a write into one never reaches the other",
+        ),
+        Valid(
+            """
+            import torch
             def f(x: torch.Tensor):
                 y = x.to(torch.float32, copy=True)
                 y.mul_(2)
