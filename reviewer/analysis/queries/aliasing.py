@@ -34,6 +34,18 @@ def last_bind(flow: FunctionFlow, name: str, before: int) -> Bind | None:
     return found
 
 
+def reaching_bind(flow: FunctionFlow, name: str, event: Event) -> Bind | None:
+    """The last binding of `name` before `event` that can run before it: one in the other arm
+    of an `if` around the event never does."""
+    found = None
+    for other in flow.events:
+        if other.index >= event.index:
+            break
+        if isinstance(other, Bind) and other.name == name and not other.exclusive_with(event):
+            found = other
+    return found
+
+
 def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], exclude: str) -> dict[str, Value]:
     """Names other than `exclude` that hold (part of) `roots` when `event` runs."""
     holders: dict[str, Value] = {}
@@ -131,12 +143,12 @@ def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
     if not writer or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
         return []
     pairs = []
-    writer_bind = last_bind(flow, writer, write.index)
+    writer_bind = reaching_bind(flow, writer, write)
     for holder, value in holders_before(flow, write, write.target.roots, writer).items():
         reads = reads_after(flow, write, holder, write.target.roots)
         if not reads:
             continue
-        holder_bind = last_bind(flow, holder, write.index)
+        holder_bind = reaching_bind(flow, holder, write)
         if disjoint_slices(flow, writer_bind, holder_bind):
             continue
         pairs.append(

@@ -14,7 +14,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, dotted, names_in
+from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -104,6 +104,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             return False
         if site.discarded:
             continue
+        if value is not None and site.copied_into is not None and code_of(value) == site.copied_into:
+            continue  # `w.copy_(f(w))`: the caller writes the result into what it passed anyway
         if not isinstance(value, cst.Name):
             return False
         if value.value in site.caller_returns:
@@ -146,6 +148,8 @@ class CallContext:
     # Names the calling function returns as they are (`return x`, `return x, y`): the
     # caller's own set, complete once the file's walk is done.
     caller_returns: AbstractSet[str]
+    # `w.data.copy_(f(...))`: the code of what the result is copied into (`w.data`).
+    copied_into: str | None = None
 
 
 _GRAD_OFF = ("no_grad", "inference_mode")
@@ -170,6 +174,7 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                 self.no_grad = [0]
                 self.functions: list[tuple[frozenset[str], set[str]]] = [(frozenset(), set())]
                 self.statements: set[cst.Call] = set()
+                self.copies: dict[cst.Call, str] = {}
 
             def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
                 params = frozenset(p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params))
@@ -197,7 +202,10 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
 
             def visit_Call(self, node: cst.Call) -> None:
                 params, returns = self.functions[-1]
-                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns)
+                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node))
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "copy_" and node.args and isinstance(node.args[0].value, cst.Call):
+                    self.copies[node.args[0].value] = code_of(func.value)
 
         file.module.visit(_Contexts())
         return found

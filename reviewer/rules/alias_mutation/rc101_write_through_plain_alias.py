@@ -111,6 +111,40 @@ class WriteThroughPlainAlias(WriteThroughAlias):
         Invalid(
             """
             import torch
+            from torch import nn
+            class Block(nn.Module):
+                def forward(self, x: torch.Tensor, cond: torch.Tensor, compressed: bool):
+                    identity = x
+                    if compressed:
+                        x = self.conv1(x) + self.cond(x, cond)
+                    else:
+                        x += self.cond(x, cond)
+                        x = self.conv1(x)
+                    out = self.conv2(x)
+                    out += identity
+                    return out
+            """,
+            line=9,
+            fix="""
+            import torch
+            from torch import nn
+            class Block(nn.Module):
+                def forward(self, x: torch.Tensor, cond: torch.Tensor, compressed: bool):
+                    identity = x.clone()
+                    if compressed:
+                        x = self.conv1(x) + self.cond(x, cond)
+                    else:
+                        x += self.cond(x, cond)
+                        x = self.conv1(x)
+                    out = self.conv2(x)
+                    out += identity
+                    return out
+            """,
+            note="mmf's bottleneck: the binding in the other arm never runs before the write",
+        ),
+        Invalid(
+            """
+            import torch
             def f():
                 a = torch.zeros(3)
                 b = a

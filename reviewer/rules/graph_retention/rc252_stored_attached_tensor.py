@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from review_copies.analysis.events import Backward, FunctionFlow, Store
+import libcst as cst
+
+from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
+from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
@@ -165,10 +168,31 @@ class StoredAttachedTensor(Rule):
                 continue
             what = short_code(store.value_node)
             where = f"on every iteration of the loop at line {loop.start}" if loop is not None else "on every call"
+            freed = _backward_through(flow, store, loop)
+            kept = (
+                f"its step's graph nodes alive (`backward()` at line {freed} freed the saved activations, not the nodes), so memory "
+                "grows a little with every step"
+                if freed is not None
+                else "its step's whole graph alive, so memory grows step after step"
+            )
             message = (
-                f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps its "
-                f"step's whole graph alive, so memory grows step after step. Store `{what}.detach()` (or `.item()` for a number)."
+                f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps "
+                f"{kept}. Store `{what}.detach()` (or `.item()` for a number)."
             )
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
+
+
+def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> int | None:
+    """The line of `value.backward(...)` on the stored name in the same loop body, if any."""
+    if loop is None or not isinstance(store.value_node, cst.Name):
+        return None
+    for event in flow.of(Backward):
+        func = event.node.func if isinstance(event.node, cst.Call) else None
+        if not (loop.start <= event.line <= loop.end and isinstance(func, cst.Attribute) and name_of(func.value) == store.value_node.value):
+            continue
+        if isinstance(event.node, cst.Call) and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in event.node.args):
+            return None  # the saved activations are kept for another backward
+        return event.line
+    return None

@@ -6,12 +6,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Call, FunctionFlow, Store, Use
+from review_copies.analysis.events import Accumulate, Bind, Call, FunctionFlow, Loop, Store, Use
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.loops import bound_outside
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import short_code
-from review_copies.analysis.values import Kind
+from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.values import Kind, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import clone_receiver
@@ -99,6 +100,20 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "the loop clones another tensor every iteration (`value.data` of its own `value`): no one buffer fits them all",
         ),
+        Valid(
+            """
+            import torch
+            def route(logits: torch.Tensor, budgets, num_experts: int):
+                scores_for_topk = 0
+                for budget in budgets:
+                    masked = logits.clone()
+                    masked[:, int(budget * num_experts):] = float("-inf")
+                    scores = torch.sigmoid(masked)
+                    scores_for_topk += scores
+                return scores_for_topk
+            """,
+            "each clone feeds a graph that outlives its iteration: one refilled buffer would change what that graph saved",
+        ),
     )
     INVALID = (
         Invalid(
@@ -141,6 +156,8 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue
             if _used_as_other_class(flow, {src_name, bind.name}):
                 continue  # `mesh.clone()`, `cameras.clone()`: other classes clone too, and `empty_like` fits only tensors
+            if not bind.no_grad and bind.value.grad is not Tri.NO and _outlives_iteration(flow, bind, loop):
+                continue  # a graph built on the clone outlives the iteration: refilling one buffer would change what it saved
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
                 f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
@@ -157,3 +174,25 @@ def _used_as_other_class(flow: FunctionFlow, names: set[str]) -> bool:
         if isinstance(func, cst.Attribute) and name_of(func.value) in names and func.attr.value not in api.tensor_methods():
             return True
     return False
+
+
+def _outlives_iteration(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
+    """Something computed from the clone in this iteration is kept past it: added into an
+    accumulator from before the loop, or stored (`scores_for_topk += sigmoid(clone)`)."""
+    derived = {bind.name}
+    for event in flow.events:
+        if event.index <= bind.index or event.line > loop.end:
+            continue
+        if isinstance(event, Bind) and event.expr is not None and names_in(event.expr) & derived:
+            derived.add(event.name)
+        elif isinstance(event, Accumulate) and names_in(event.value_node) & derived and _may_carry_graph(event.value):
+            if bound_outside(flow, event.name, loop):
+                return True
+        elif isinstance(event, Store) and event.value_node is not None and names_in(event.value_node) & derived and _may_carry_graph(event.value):
+            return True
+    return False
+
+
+def _may_carry_graph(value: Value) -> bool:
+    """A tensor that may be attached (not `.item()`, not `.detach()`)."""
+    return value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.grad is not Tri.NO

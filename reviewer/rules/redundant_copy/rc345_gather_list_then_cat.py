@@ -6,11 +6,13 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.events import Bind, Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+_KEEPS_SIZE = frozenset({"cuda", "cpu", "to", "contiguous", "int", "long", "float", "double", "half", "bfloat16"})
 
 
 class GatherListThenCat(Rule):
@@ -71,6 +73,30 @@ class GatherListThenCat(Rule):
             """,
             "one number per rank: the second copy costs nothing",
         ),
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            def gather_lengths(lengths: torch.Tensor, counts, world: int):
+                parts = [torch.empty_like(lengths) for _ in range(world)]
+                dist.all_gather(parts, lengths)
+                for rank, piece in enumerate(parts):
+                    parts[rank] = piece[: counts[rank]]
+                return torch.cat(parts, dim=0)
+            """,
+            "each piece is trimmed before the cat: it joins the trimmed pieces, which one gathered tensor would not give",
+        ),
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            def gather_columns(shard: torch.Tensor, world: int):
+                parts = [torch.empty_like(shard) for _ in range(world)]
+                dist.all_gather(parts, shard)
+                return torch.cat(parts, dim=1)
+            """,
+            "gathering into one tensor joins along dimension 0: joining along 1 needs a copy anyway",
+        ),
     )
     INVALID = (
         Invalid(
@@ -94,8 +120,13 @@ class GatherListThenCat(Rule):
             parts = name_of(gather.call.args[0].value)
             if not parts or (len(gather.call.args) > 1 and _one_element(flow, gather.call.args[1].value, gather.index)):
                 continue
+            set_lines = _pieces_set(flow, parts)
             for event in flow.later(gather):
+                if (isinstance(event, Bind) and event.name == parts) or any(gather.line < line < event.line for line in set_lines):
+                    break  # the pieces are trimmed or moved before the cat: it joins those, not what was gathered
                 if isinstance(event, Call) and event.is_any(("torch.cat", "torch.stack", "torch.concat")) and event.call.args and name_of(event.call.args[0].value) == parts:
+                    if not _along_first(event.call):
+                        break  # one gathered tensor is joined along dimension 0: any other needs a copy anyway
                     spelled = code_of(gather.call.func)
                     # `dist.all_gather` -> `dist.all_gather_into_tensor`; a bare imported name gets the module's full name.
                     func = spelled.rsplit(".", 1)[0] + ".all_gather_into_tensor" if "." in spelled else "torch.distributed.all_gather_into_tensor"
@@ -108,12 +139,38 @@ class GatherListThenCat(Rule):
 
 
 
+def _pieces_set(flow: FunctionFlow, parts: str) -> list[int]:
+    """Lines that put a new piece into the list (`parts[i] = piece[:n]`)."""
+    node = flow.scope.node if flow.scope is not None else flow.file.module
+    found: list[int] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Assign(self, assign: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Subscript) and name_of(t.target.value) == parts for t in assign.targets):
+                found.append(flow.file.line_of(assign))
+
+    node.visit(Find())
+    return found
+
+
+def _along_first(call: cst.Call) -> bool:
+    """`torch.cat(parts)`, `torch.cat(parts, 0)`, `torch.stack(parts, dim=0)`."""
+    dim = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "dim"), None)
+    positional = [a.value for a in call.args if a.keyword is None]
+    if dim is None and len(positional) > 1:
+        dim = positional[1]
+    return dim is None or (isinstance(dim, cst.Integer) and dim.evaluated_value == 0)
+
+
 def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> bool:
     """A one-element tensor (`torch.tensor([n])`, `torch.tensor(0)`, `torch.zeros(1)`), as
     written or bound to a name earlier: gathering numbers, whose copy costs nothing."""
     if isinstance(expr, cst.Name):
         bind = last_bind(flow, expr.value, before)
         expr = bind.expr if bind is not None and bind.expr is not None else expr
+    # `.cuda()`, `.to(device)`, `.contiguous()`: moved or laid out, still one element.
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _KEEPS_SIZE:
+        expr = expr.func.value
     if not isinstance(expr, cst.Call) or not expr.args:
         return False
     name = dotted(expr.func).rpartition(".")[2]
