@@ -1,5 +1,5 @@
-"""What a finding says must be true of the code it is on: messages that depend on what else
-the function does."""
+"""What a finding says, and whether there is one, depends on what else the code around it does:
+its callers, the rest of its loop."""
 
 from __future__ import annotations
 
@@ -33,3 +33,30 @@ def test_a_stored_output_whose_backward_already_ran_is_said_to_keep_only_nodes()
     assert "graph nodes alive" in freed and "line 9" in freed and "whole graph" not in freed
     [kept] = _messages(CAPTURE.format(backward="output.backward(torch.ones_like(output), retain_graph=True)"), "RC252")
     assert "whole graph alive" in kept
+
+
+CLIP = """
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def clip(self, eta: float):
+        w = self.linear_kv.weight
+        {call}
+
+    def _clip_kv(self, weight: torch.Tensor, eta: float) -> torch.Tensor:
+        halves = weight.view(2, -1, weight.shape[-1])
+        k = halves[0]
+        k.mul_(eta)
+        return torch.cat([k, halves[1]], dim=0)
+"""
+
+
+def test_a_helper_whose_caller_copies_the_result_back_into_what_it_passed_is_not_reported() -> None:
+    # Megatron's qk-clip: `w.data.copy_(self._clip_kv(w.data, eta))` writes the result into
+    # the very tensor the helper wrote into, so the write changes nothing the caller keeps.
+    assert _messages(CLIP.format(call="w.data.copy_(self._clip_kv(w.data, eta))"), "RC102") == []
+    # Copied into another tensor, the caller's weight is changed behind its back.
+    [changed] = _messages(CLIP.format(call="self.clipped.copy_(self._clip_kv(w.data, eta))"), "RC102")
+    assert "`weight`" in changed

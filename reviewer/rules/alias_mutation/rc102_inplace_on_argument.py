@@ -78,22 +78,6 @@ class InplaceOnArgument(Rule):
         Valid(
             """
             import torch
-            from torch import nn
-            class Attention(nn.Module):
-                def clip(self, eta: float):
-                    w = self.linear_kv.weight
-                    w.data.copy_(self._clip_kv(w.data, eta))
-                def _clip_kv(self, weight: torch.Tensor, eta: float) -> torch.Tensor:
-                    halves = weight.view(2, -1, weight.shape[-1])
-                    k = halves[0]
-                    k.mul_(eta)
-                    return torch.cat([k, halves[1]], dim=0)
-            """,
-            "its only caller copies the result into the very tensor it passed: the write changes nothing it does not change anyway",
-        ),
-        Valid(
-            """
-            import torch
             def adam_step(p: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, lr: float):
                 exp_avg.mul_(0.9).add_(grad, alpha=0.1)
                 p.add_(exp_avg, alpha=-lr)
