@@ -60,3 +60,56 @@ def test_a_helper_whose_caller_copies_the_result_back_into_what_it_passed_is_not
     # Copied into another tensor, the caller's weight is changed behind its back.
     [changed] = _messages(CLIP.format(call="self.clipped.copy_(self._clip_kv(w.data, eta))"), "RC102")
     assert "`weight`" in changed
+
+
+EMA = """
+import torch
+from torch import nn
+
+
+class ModelEma(nn.Module):
+    def __init__(self, model: nn.Module, decay: float):
+        super().__init__()
+        self.module = model
+        self.decay = decay
+
+    @torch.no_grad()
+    def update(self, model: nn.Module):
+        base = {source}.state_dict()
+        for key, ema in self.module.state_dict().items():
+            ema.copy_(self.decay * ema + (1 - self.decay) * base[key])
+"""
+
+
+def test_a_methods_parameter_is_not_the_object_init_was_given_under_the_same_name() -> None:
+    # `self.module` is the `model` __init__ was given; `update`'s own `model` is the live model
+    # the average follows (vissl's EMA): writing into the first leaves the second's state alone.
+    assert _messages(EMA.format(source="model"), "RC151") == []
+    # Read from the averaged module itself, the "base" is changed by the very writes.
+    [stale] = _messages(EMA.format(source="self.module"), "RC151")
+    assert "`ema.copy_(" in stale
+
+
+MIXUP = """
+import torch
+
+
+class Mixup:
+    def _mix_elem(self, x):
+        x_orig = x.clone()
+        for i in range(len(x)):
+            x[i][:, 2:4, 2:4] = x_orig[len(x) - i - 1][:, 2:4, 2:4]
+        return torch.full((len(x), 1), 0.5)
+
+    def __call__(self, sample):
+        x = sample["input"]
+        lam = self._mix_elem(x)
+        return {result}
+"""
+
+
+def test_a_caller_that_returns_the_mixed_batch_in_what_it_builds_expects_the_write() -> None:
+    # vissl's cutmix collator: `_mix_elem` mixes the batch in place by design and its caller
+    # returns that very batch; a caller that returns something else did not ask for it.
+    assert _messages(MIXUP.format(result='{"input": x, "lam": lam}'), "RC102") == []
+    assert len(_messages(MIXUP.format(result='{"lam": lam, "mean": x.mean()}'), "RC102")) == 1

@@ -8,6 +8,7 @@ import re
 
 import libcst as cst
 
+from review_copies.analysis import roots
 from review_copies.analysis.change import FunctionChange
 from review_copies.analysis.context import State
 from review_copies.analysis.events import FunctionFlow, Return
@@ -18,7 +19,7 @@ from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
 from review_copies.analysis.syntax import dotted
 from review_copies.analysis.transforms import pipeline_steps
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Kind, Value
 
 _PIPELINE_HINT = re.compile(r"Compose\(|\b(\w+)\s*=\s*\w+\(\s*\1\s*\)")
 
@@ -136,7 +137,8 @@ def analyze_file(
     class_attrs: dict[cst.CSTNode, State] = {}
     for init in sorted(needed_inits, key=lambda s: s.start):
         flow = analysis.function(init)
-        class_attrs[init.class_node] = {k: v for k, v in flow.final_state.items() if k.startswith("self.")}
+        params = frozenset(p.name.value for p in (*init.node.params.params, *init.node.params.kwonly_params, *init.node.params.posonly_params))
+        class_attrs[init.class_node] = {k: _as_seen_from_methods(v, params) for k, v in flow.final_state.items() if k.startswith("self.")}
         if init in wanted:
             flows.append(flow)
     for scope in wanted:
@@ -151,3 +153,15 @@ def analyze_file(
         flow.change = (changes or {}).get(flow.name)
         flow.index = index
     return flows
+
+
+def _as_seen_from_methods(value: Value, params: frozenset[str]) -> Value:
+    """An attribute `__init__` set, with the roots of its parameters renamed: another method's
+    parameter of the same name is another object."""
+    if not value.roots and value.element is None and value.items is None:
+        return value
+    return value.but(
+        roots=frozenset(roots.of_constructor(r, params) for r in value.roots),
+        element=_as_seen_from_methods(value.element, params) if value.element is not None else None,
+        items=tuple(_as_seen_from_methods(i, params) for i in value.items) if value.items is not None else None,
+    )

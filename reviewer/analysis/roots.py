@@ -16,6 +16,7 @@ is the only place that builds or reads one, so its spelling is an implementation
 | `OPTIMIZER_STATE`     | an optimizer's moment buffers                                  |
 | `fresh(...)`          | a new tensor, list or dict made on one line                    |
 | `self.x` (dotted)     | an attribute of `self` first seen without a known value        |
+| `of_constructor(r)`   | `r` as built in `__init__` from its parameter, seen elsewhere  |
 """
 
 from __future__ import annotations
@@ -56,6 +57,22 @@ def member(root: Root, attr: str) -> Root:
 
 def fresh(what: str, line: int, serial: int) -> Root:
     return f"{what}@{line}:{serial}"
+
+
+def of_constructor(root: Root, names: frozenset[str]) -> Root:
+    """A root `__init__` built from one of its parameters, as the class's other methods see it:
+    the object `__init__` was given, which their own parameter of the same name is not."""
+    grads = ""
+    while root.startswith("grad:"):
+        grads, root = grads + "grad:", root[5:]
+    for prefix in ("arg:", "params:?", "params:"):
+        if root.startswith(prefix):
+            rest = root[len(prefix):]
+            name = rest.split(".", 1)[0].split("[", 1)[0]
+            if name in names:
+                return f"{grads}{prefix}{name}@init{rest[len(name):]}"
+            break
+    return grads + root
 
 
 def is_argument(root: Root, name: str) -> bool:

@@ -163,6 +163,19 @@ def _turns_grad_off(expr: cst.BaseExpression) -> bool:
     return name == "set_grad_enabled" and call is not None and bool(call.args) and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False"
 
 
+def _returned_as_is(value: cst.BaseExpression) -> Iterator[str]:
+    """Names returned as they are: `return x`, `return x, y`, `return {"input": x}`."""
+    if isinstance(value, cst.Name):
+        yield value.value
+    elif isinstance(value, (cst.Tuple, cst.List)):
+        for element in value.elements:
+            yield from _returned_as_is(element.value)
+    elif isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement):
+                yield from _returned_as_is(element.value)
+
+
 def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
     """Every call in the file with its context, computed once per file."""
 
@@ -192,9 +205,8 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                 self.no_grad[-1] -= sum(_turns_grad_off(item.item) for item in original_node.items)
 
             def visit_Return(self, node: cst.Return) -> None:
-                value = node.value
-                elements = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
-                self.functions[-1][1].update(e.value for e in elements if isinstance(e, cst.Name))
+                if node.value is not None:
+                    self.functions[-1][1].update(_returned_as_is(node.value))
 
             def visit_Expr(self, node: cst.Expr) -> None:
                 if isinstance(node.value, cst.Call):

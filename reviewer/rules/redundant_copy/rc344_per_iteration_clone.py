@@ -114,6 +114,18 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "each clone feeds a graph that outlives its iteration: one refilled buffer would change what that graph saved",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def normalize_prototypes(head: nn.Module):
+                for j in range(head.nmb_heads):
+                    w = getattr(head, "prototypes" + str(j)).weight.data.clone()
+                    w = nn.functional.normalize(w, dim=1, p=2)
+                    getattr(head, "prototypes" + str(j)).weight.copy_(w)
+            """,
+            "the source is looked up anew each iteration (another layer, maybe another shape): no one buffer fits them all",
+        ),
     )
     INVALID = (
         Invalid(
@@ -142,6 +154,8 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue
             loop = flow.loops[bind.loops[-1]]
             src_name = name_of(source)
+            if not src_name:
+                continue  # `getattr(head, f"proto{j}").weight.clone()`: the source is looked up anew every iteration
             # `loss_value.data.clone()` in `for name, loss_value in ...`: the attribute of a name
             # the loop rebinds is another tensor (maybe of another shape) every iteration too.
             rebound = {src_name, src_name.split(".")[0]}

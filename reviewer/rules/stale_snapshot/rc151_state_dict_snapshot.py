@@ -10,7 +10,8 @@ from review_copies.analysis.events import Bind, Call, FunctionFlow, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
-from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import call_method_name, dotted, names_in, receiver_of, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -137,6 +138,22 @@ class StateDictSnapshot(Rule):
             """,
             "`next(dataset)`: an iterator's state_dict is its position, not a module's live tensors",
         ),
+        Valid(
+            """
+            import copy
+            import torch
+            from torch import nn
+            class AveragedModel(nn.Module):
+                def __init__(self, model: nn.Module):
+                    super().__init__()
+                    self.module = copy.deepcopy(model)
+                    self.avg_parameters = self.module.state_dict()
+                def update_parameters(self, model: nn.Module):
+                    for k, p_avg in self.avg_parameters.items():
+                        p_avg.data.copy_(model.state_dict()[k].data)
+            """,
+            "a handle on the live tensors kept so that another method writes the averages through it",
+        ),
     )
     INVALID = (
         Invalid(
@@ -213,6 +230,8 @@ class StateDictSnapshot(Rule):
                 else "`state_dict()` returns references to the live tensors, not copies"
             )
             if bind.name.startswith("self."):
+                if _written_through_elsewhere(flow, bind.name):
+                    continue  # a handle on the live tensors: another method writes through it on purpose
                 # Kept on the object: training between calls changes it under the snapshot.
                 message = (
                     f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
@@ -236,6 +255,43 @@ class StateDictSnapshot(Rule):
             )
             fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
             yield Hit(bind.node, message, fix, anchors=(read.node,))
+
+
+def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
+    """A method of the class writes in place into the tensors kept in `attr`
+    (`for k, p in self.avg.items(): p.data.copy_(...)`, `self.avg[k].mul_(...)`)."""
+    scope = flow.scope
+    if scope is None or scope.class_node is None:
+        return False
+    found = False
+
+    def written(receiver: cst.BaseExpression, names: set[str]) -> bool:
+        while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+            receiver = receiver.value
+        if isinstance(receiver, cst.Name):
+            return receiver.value in names
+        return isinstance(receiver, cst.Subscript) and dotted(receiver.value) == attr
+
+    class Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.names: list[set[str]] = [set()]
+
+        def visit_For(self, node: cst.For) -> None:
+            source = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
+            kept = dotted(source) == attr
+            self.names.append(self.names[-1] | (names_in(node.target) if kept else set()))
+
+        def leave_For(self, original_node: cst.For) -> None:
+            self.names.pop()
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and api.is_inplace_method(func.attr.value) and written(func.value, self.names[-1]):
+                found = True
+
+    scope.class_node.visit(Find())
+    return found
 
 
 def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
