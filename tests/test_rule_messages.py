@@ -113,3 +113,31 @@ def test_a_caller_that_returns_the_mixed_batch_in_what_it_builds_expects_the_wri
     # returns that very batch; a caller that returns something else did not ask for it.
     assert _messages(MIXUP.format(result='{"input": x, "lam": lam}'), "RC102") == []
     assert len(_messages(MIXUP.format(result='{"lam": lam, "mean": x.mean()}'), "RC102")) == 1
+
+
+def test_a_caller_that_returns_the_sample_whose_input_was_mixed_expects_the_write() -> None:
+    # ClassyVision's mixup: `self._mix_elem(sample["input"])`, then `return sample`.
+    source = MIXUP.replace('x = sample["input"]\n        lam = self._mix_elem(x)', 'lam = self._mix_elem(sample["input"])')
+    assert _messages(source.format(result="sample"), "RC102") == []
+    assert len(_messages(source.format(result="lam"), "RC102")) == 1
+
+
+RETAKEN = """
+import torch
+
+
+def check_steps(optimizer, reference, steps: int):
+    for _ in range(steps):
+        optimizer.step()
+        reference.step()
+        {snapshot}
+        assert state.keys() == reference.state_dict().keys()
+"""
+
+
+def test_a_snapshot_taken_again_every_iteration_is_not_stale_by_the_previous_step() -> None:
+    # nanotron's ZeRO test: the state_dict is taken after the step of its own iteration and
+    # read at once; the step it would "miss" ran before it.
+    assert _messages(RETAKEN.format(snapshot="state = optimizer.state_dict()"), "RC151") == []
+    # Taken only on some iterations, it is read after later steps changed it.
+    assert len(_messages(RETAKEN.format(snapshot="if _ == 0:\n            state = optimizer.state_dict()"), "RC151")) == 1

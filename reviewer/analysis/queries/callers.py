@@ -13,6 +13,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.parse import ParsedFile, Scope
+from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in
 
@@ -106,6 +107,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue
         if value is not None and site.copied_into is not None and code_of(value) == site.copied_into:
             continue  # `w.copy_(f(w))`: the caller writes the result into what it passed anyway
+        if isinstance(value, (cst.Subscript, cst.Attribute)) and name_of(value).split(".")[0] in site.caller_returns:
+            continue  # `f(sample["input"])` and then `return sample`: the caller hands back what holds the write
         if not isinstance(value, cst.Name):
             return False
         if value.value in site.caller_returns:

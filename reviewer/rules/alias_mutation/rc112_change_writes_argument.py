@@ -93,6 +93,22 @@ class ChangeWritesArgument(Rule):
                 return x
             """,
         ),
+        Valid(
+            """
+            import torch
+            def scaled(tensor, std):
+                def fill(tensor, std):
+                    tensor.normal_(0.0, std)
+                    return tensor
+                return fill(tensor.new_empty(tensor.shape), std)
+            """,
+            "the write is into the nested function's own parameter, which only shares the name",
+            before="""
+            import torch
+            def scaled(tensor, std):
+                return torch.randn_like(tensor) * std
+            """,
+        ),
     )
     INVALID = (
         Invalid(
@@ -160,9 +176,23 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
         return kinds.get(name, Kind.UNKNOWN) in (Kind.TENSOR, Kind.NDARRAY, Kind.UNKNOWN)
 
     class Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            # Names a nested function takes as its own parameters: inside it they are not ours.
+            self.shadowed: list[set[str]] = [set()]
+
+        def ours(self, name: str) -> bool:
+            return name in params and name not in self.shadowed[-1]
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            own = {p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params)}
+            self.shadowed.append(self.shadowed[-1] | own if node is not flow.scope.node else set())
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            self.shadowed.pop()
+
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             literal = isinstance(node.value, (cst.List, cst.Tuple, cst.SimpleString, cst.FormattedString))
-            if isinstance(node.target, cst.Name) and node.target.value in params and tensorish(node.target.value) and not literal:
+            if isinstance(node.target, cst.Name) and self.ours(node.target.value) and tensorish(node.target.value) and not literal:
                 out.append((node, node.target.value))
 
         def visit_Expr(self, node: cst.Expr) -> None:
@@ -170,7 +200,7 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
             while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
                 method = call.func.attr.value
                 receiver = call.func.value
-                if isinstance(receiver, cst.Name) and receiver.value in params and api.is_inplace_method(method):
+                if isinstance(receiver, cst.Name) and self.ours(receiver.value) and api.is_inplace_method(method):
                     out.append((node, receiver.value))
                     return
                 call = receiver
@@ -178,7 +208,7 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and kinds.get(t.value.value) in (Kind.TENSOR, Kind.NDARRAY):
+                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and self.ours(t.value.value) and kinds.get(t.value.value) in (Kind.TENSOR, Kind.NDARRAY):
                     out.append((node, t.value.value))
 
     assert flow.scope is not None

@@ -13,16 +13,36 @@ from review_copies.analysis.syntax import code_of
 
 
 def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
-    """The first later event that changes those storages through another name."""
+    """The first later event that changes those storages through another name. A snapshot
+    taken again at the top level of every iteration of its loop is changed by what runs
+    before it in the body only where the next iteration reads it before taking it again."""
+    retaken = taken_every_iteration(flow, bind)
+
+    def reaches(event: Event) -> bool:
+        if event.index > bind.index:
+            return True
+        if not set(event.loops) & set(bind.loops):
+            return False
+        return not retaken or any(isinstance(u, Use) and u.name == bind.name and event.index < u.index < bind.index for u in flow.events)
+
     for event in flow.after(bind):
         # Writes through the snapshot itself (or a name taken from it) are deliberate write-through.
-        if isinstance(event, Write) and overlaps(event.target.roots, roots) and not event.op.startswith("nn.init.") and not through(flow, event, bind.name):
+        if isinstance(event, Write) and overlaps(event.target.roots, roots) and not event.op.startswith("nn.init.") and not through(flow, event, bind.name) and reaches(event):
             return event
     if owner:
         for call in calls_with(flow, owner):
-            if call.index > bind.index or (set(call.loops) & set(bind.loops)):
+            if reaches(call):
                 return call
     return None
+
+
+def taken_every_iteration(flow: FunctionFlow, bind: Bind) -> bool:
+    """The binding is a statement of its innermost loop's own body (under no `if`), so each
+    iteration takes the value anew before anything after it in the body reads it."""
+    if not bind.loops or bind.stmt is None:
+        return False
+    body = flow.loops[bind.loops[-1]].node.body.body
+    return any(stmt is bind.stmt or (isinstance(stmt, cst.SimpleStatementLine) and any(small is bind.stmt for small in stmt.body)) for stmt in body)
 
 
 def through(flow: FunctionFlow, write: Write, name: str) -> bool:
