@@ -141,3 +141,41 @@ def test_a_snapshot_taken_again_every_iteration_is_not_stale_by_the_previous_ste
     assert _messages(RETAKEN.format(snapshot="state = optimizer.state_dict()"), "RC151") == []
     # Taken only on some iterations, it is read after later steps changed it.
     assert len(_messages(RETAKEN.format(snapshot="if _ == 0:\n            state = optimizer.state_dict()"), "RC151")) == 1
+
+
+CAST = """
+import torch
+
+
+def cast_bias(bias: torch.Tensor, target_dtype: torch.dtype) -> torch.Tensor:
+    {guard}
+        bias = bias.to(target_dtype)
+        bias.masked_fill_(bias == float("-inf"), torch.finfo(target_dtype).min)
+    return bias * 2
+"""
+
+
+def test_a_conversion_under_a_dtype_test_that_says_it_changes_the_dtype_copies() -> None:
+    # OLMo's `_cast_attn_bias`: under `if bias.dtype != target_dtype:` the `.to(target_dtype)`
+    # always makes a new tensor, so the masked fill never reaches the caller's bias.
+    assert _messages(CAST.format(guard="if bias.dtype != target_dtype:"), "RC102") == []
+    assert len(_messages(CAST.format(guard="if target_dtype is not None:"), "RC102")) == 1
+
+
+ACT = """
+import torch
+
+
+class Agent:
+    def act(self, obs):
+        {before}obs = torch.FloatTensor(obs).to(self.device)
+        obs = obs.unsqueeze(0)
+        return self.actor(obs)
+"""
+
+
+def test_what_a_parameter_holds_is_read_off_its_uses_before_it_is_rebound() -> None:
+    # drq's agent: `obs.unsqueeze(0)` is a use of the tensor `torch.FloatTensor(obs)` made, not
+    # evidence that the caller passed a tensor (an environment's observation is an ndarray).
+    assert _messages(ACT.format(before=""), "RC302") == []
+    assert len(_messages(ACT.format(before="obs.mul_(2)\n        "), "RC302")) == 1

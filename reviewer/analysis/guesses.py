@@ -55,17 +55,24 @@ _METHOD_CALL = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\()")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _COMMENT = re.compile(r"#[^\n]*")
+_ASSIGNED = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 _TORCH_KWARGS = re.compile(r"\b(dim|keepdim)\s*=")
 _KEYWORDS = frozenset("def class if elif while for return with and or not in is lambda yield assert print super".split())
 
 
-def usage_evidence(source: str) -> UsageEvidence:
+def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> UsageEvidence:
     """What each name is used as, read off the function's text with regular expressions (a
-    libcst visitor per function costs as much as the rest of the analysis)."""
+    libcst visitor per function costs as much as the rest of the analysis). For the names in
+    `parameters`, only uses up to the end of the statement that first rebinds them count:
+    after `obs = torch.FloatTensor(obs)`, `obs.unsqueeze(0)` says what the new value is, not
+    what the caller passed."""
     text = _COMMENT.sub("", source)
+    cut = _rebound_at(text, parameters) if parameters else {}
     evidence = UsageEvidence()
     for match in _METHOD_CALL.finditer(text):
         name, method = match.group(1), match.group(2)
+        if match.start() > cut.get(name, len(text)):
+            continue
         evidence.methods.setdefault(name, set()).add(method)
         if method == "backward":
             evidence.backward.add(name)
@@ -73,11 +80,39 @@ def usage_evidence(source: str) -> UsageEvidence:
         if _TORCH_KWARGS.search(args) or (method == "size" and args.strip()) or method in ("dim", "numel"):
             evidence.torch_style.add(name)
     for match in _ATTRIBUTE.finditer(text):
+        if match.start() > cut.get(match.group(1), len(text)):
+            continue
         evidence.attributes.setdefault(match.group(1), set()).add(match.group(2))
     for match in _CALLED.finditer(text):
         if match.group(1) not in _KEYWORDS:
             evidence.called.add(match.group(1))
     return evidence
+
+
+def _rebound_at(text: str, names: frozenset[str]) -> dict[str, int]:
+    """Where the statement that first assigns each of `names` ends (`name = ...` at the start
+    of a line; its value may run over several lines inside brackets)."""
+    out: dict[str, int] = {}
+    signature = text.find("(", text.find("def "))
+    body = _statement_end(text, signature + 1) if signature >= 0 else 0  # `lr=0.1,` in a long signature is a default
+    for match in _ASSIGNED.finditer(text, body):
+        name = match.group(1)
+        if name in names and name not in out:
+            out[name] = _statement_end(text, match.end())
+    return out
+
+
+def _statement_end(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "\n" and depth <= 0:
+            return i
+    return len(text)
 
 
 def _call_arguments(text: str, start: int, limit: int = 400) -> str:

@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context, State
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import dotted, last
+from review_copies.analysis.syntax import code_of, dotted, last
 from review_copies.analysis.values import UNKNOWN, Device, Kind, Tri
 
 _TENSOR_TYPES = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor"))
@@ -30,6 +30,14 @@ def narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
         left, _ = narrow(cx, test.left)
         right, _ = narrow(cx, test.right)
         return {**left, **right}, {}
+    differs = dtype_test(cx, test)
+    if differs is not None:
+        key, dtype, when = differs
+        current = cx.state.get(key)
+        if current is None:
+            return {}, {}
+        other = {key: current.but(not_dtype=dtype)}
+        return (other, {}) if when else ({}, other)
     subject, kinds = type_test(test)
     key = dotted(subject) if subject is not None else ""
     if not key or not kinds:
@@ -44,6 +52,25 @@ def narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
         owned = current.roots or frozenset((roots.parameters(key),))
         return {key: current.but(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=owned)}, {}
     return {key: current.but(kind=Kind.OTHER, grad=Tri.NO)}, {}
+
+
+def dtype_test(cx: Context, test: cst.BaseExpression) -> tuple[str, str, bool] | None:
+    """`x.dtype != D` (or `is not`): (x, D, True): in the true arm x is not of dtype D;
+    `x.dtype == D`: (x, D, False), the same in the false arm. D is the dtype's name when it is
+    a torch dtype, else the code it is spelled with (`target_dtype`)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    operator = test.comparisons[0].operator
+    sides = (test.left, test.comparisons[0].comparator)
+    for subject, dtype in (sides, sides[::-1]):
+        if isinstance(subject, cst.Attribute) and subject.attr.value == "dtype" and dotted(subject.value):
+            known = next((api.DTYPE_CONSTANTS[q] for q in cx.qualnames(dtype) if q in api.DTYPE_CONSTANTS), None)
+            spelled = known or code_of(dtype)
+            if isinstance(operator, (cst.NotEqual, cst.IsNot)):
+                return dotted(subject.value), spelled, True
+            if isinstance(operator, (cst.Equal, cst.Is)):
+                return dotted(subject.value), spelled, False
+    return None
 
 
 def type_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, list[cst.BaseExpression]]:

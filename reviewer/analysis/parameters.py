@@ -21,9 +21,11 @@ _CONTAINER_ANNOTATIONS = frozenset(("list", "List", "tuple", "Tuple", "dict", "D
 def bind(cx: Context, fn: cst.FunctionDef) -> None:
     """Bind every parameter of `fn` in the context's state (and in its flow's `params`)."""
     start, end = cx.file.span(fn)
-    evidence = usage_evidence("\n".join(cx.file.lines[start - 1 : end]))
-    cx.backward_names = frozenset(evidence.backward)
+    text = "\n".join(cx.file.lines[start - 1 : end])
     params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
+    cx.backward_names = frozenset(usage_evidence(text).backward)
+    # What the caller passed is read off the uses before a parameter is rebound.
+    evidence = usage_evidence(text, frozenset(p.name.value for p in params))
     for star in (fn.params.star_arg, fn.params.star_kwarg):
         if isinstance(star, cst.Param):
             cx.state[star.name.value] = Value(kind=Kind.TUPLE if star is fn.params.star_arg else Kind.DICT, roots=frozenset((roots.argument(star.name.value),)))

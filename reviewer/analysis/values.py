@@ -95,6 +95,9 @@ class Value:
     op: str = ""
     # The saved-for-backward records (their indices) this tensor's graph holds.
     graph: frozenset[int] = frozenset()
+    # A dtype it is known not to have (`if x.dtype != torch.float32:`), as that dtype's name or
+    # as the code of the expression it was compared with: converting to it copies.
+    not_dtype: str = ""
     # Where it came from, for messages: "torch.sigmoid(...) at line 4".
     origin: str = ""
     line: int = 0
@@ -130,6 +133,7 @@ class Value:
             params_grad=self.params_grad.join(other.params_grad),
             op=self.op if self.op == other.op else "",
             graph=self.graph | other.graph,
+            not_dtype=self.not_dtype if self.not_dtype == other.not_dtype else "",
             origin=self.origin if self.origin == other.origin else "",
             line=self.line if self.line == other.line else 0,
         )

@@ -121,6 +121,40 @@ class WorkingFiles:
         return None  # the working tree's text may differ from any object: it is hashed instead
 
 
+@functools.lru_cache(maxsize=4)
+def _walk(roots: tuple[Path, ...]) -> list[Path]:
+    """The Python files under `roots`, walked once per process (at most 5,000)."""
+    out: list[Path] = []
+    for top in roots:
+        if top.is_file():
+            out.append(top)
+            continue
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+            out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
+            if len(out) > 5000:
+                return out
+    return out
+
+
+# Every question of the index scans the folder: its texts are kept, up to this many
+# characters in all, so a review of a whole installed package reads each file once.
+_KEPT_BUDGET = 96 << 20
+_kept: dict[Path, str | None] = {}
+_kept_size = 0
+
+
+def _kept_text(path: Path) -> str | None:
+    global _kept_size
+    if path in _kept:
+        return _kept[path]
+    text = FolderFiles._text(path)
+    if _kept_size + len(text or "") <= _KEPT_BUDGET:
+        _kept[path] = text
+        _kept_size += len(text or "")
+    return text
+
+
 @dataclass(frozen=True)
 class FolderFiles:
     """Plain folders outside git (`--all` over an installed package): walked, bounded."""
@@ -129,22 +163,12 @@ class FolderFiles:
     cwd: Path
 
     def _files(self) -> list[Path]:
-        out: list[Path] = []
-        for top in self.roots:
-            if top.is_file():
-                out.append(top)
-                continue
-            for dirpath, dirnames, filenames in os.walk(top):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
-                out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py"))
-                if len(out) > 5000:
-                    return out
-        return out
+        return _walk(self.roots)
 
     def mentioning(self, word: str) -> list[str]:
         found = []
         for path in self._files():
-            text = self._text(path)
+            text = _kept_text(path)
             if text is not None and word in text:
                 found.append(self._relative(path))
         return sorted(found)[:MAX_FILES]

@@ -10,7 +10,7 @@ from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.functions import saves_of
-from review_copies.analysis.syntax import first_argument_false, keyword_is, short_code, transposed
+from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, transposed
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"))
@@ -104,6 +104,10 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     differs_device = target_device is not None and {target_device, recv.device} == {Device.CPU, Device.CUDA}
     same_dtype = target_dtype is None or target_dtype == recv.dtype
     differs_dtype = target_dtype is not None and recv.dtype is not None and target_dtype != recv.dtype
+    # `if x.dtype != D: x = x.to(D)`: the test says the conversion changes the dtype.
+    spelled = [code_of(a.value) for a in node.args if a.keyword is None or a.keyword.value == "dtype"]
+    if recv.not_dtype and (recv.not_dtype == target_dtype or recv.not_dtype in spelled):
+        differs_dtype = True
     device = target_device if target_device is not None else recv.device
     if device is Device.MAYBE_CUDA and recv.device is Device.CUDA:
         device = Device.CUDA
