@@ -408,3 +408,21 @@ def test_a_loop_every_caller_elsewhere_runs_without_grad_keeps_no_graph(repo: Re
     repo.write("finetune.py", FINETUNE_WITH_GRAD)
     repo.commit("a caller that backpropagates through the sampler")
     assert _whole_file(repo, tmp_path, "sampling.py") == [("RC251", 7)]
+
+
+def test_a_folder_outside_git_answers_from_what_its_files_say_now(tmp_path: Path) -> None:
+    # The texts of a plain folder are kept between the index's questions, so a review of an
+    # installed package reads each file once; a file changed since must be read again.
+    import os
+
+    from review_copies.source.tree import FolderFiles
+
+    helper = tmp_path / "pkg" / "helpers.py"
+    helper.parent.mkdir()
+    helper.write_text("def scale(x):\n    return x * 2\n")
+    files = FolderFiles((tmp_path / "pkg",), tmp_path)
+    assert files.mentioning("scale_(") == []
+    helper.write_text("def scale(x):\n    return x.mul_(2)  # scale_( in place\n")
+    stat = helper.stat()
+    os.utime(helper, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert files.mentioning("scale_(") == ["pkg/helpers.py"]

@@ -138,20 +138,28 @@ def _walk(roots: tuple[Path, ...]) -> list[Path]:
 
 
 # Every question of the index scans the folder: its texts are kept, up to this many
-# characters in all, so a review of a whole installed package reads each file once.
+# characters in all, so a review of a whole installed package reads each file once. A text
+# is kept with the file's size and modification time, and read again when either changes.
 _KEPT_BUDGET = 96 << 20
-_kept: dict[Path, str | None] = {}
+_kept: dict[Path, tuple[tuple[int, int], str | None]] = {}
 _kept_size = 0
 
 
 def _kept_text(path: Path) -> str | None:
     global _kept_size
-    if path in _kept:
-        return _kept[path]
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    stamp = (stat.st_size, stat.st_mtime_ns)
+    kept = _kept.get(path)
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
     text = FolderFiles._text(path)
-    if _kept_size + len(text or "") <= _KEPT_BUDGET:
-        _kept[path] = text
+    if kept is None and _kept_size + len(text or "") <= _KEPT_BUDGET:
         _kept_size += len(text or "")
+    if kept is not None or _kept_size <= _KEPT_BUDGET:
+        _kept[path] = (stamp, text)
     return text
 
 
