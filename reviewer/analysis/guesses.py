@@ -71,11 +71,11 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     evidence = UsageEvidence()
     for match in _METHOD_CALL.finditer(text):
         name, method = match.group(1), match.group(2)
+        if method == "backward":
+            evidence.backward.add(name)  # backpropagated under that name, whatever it holds then
         if match.start() > cut.get(name, len(text)):
             continue
         evidence.methods.setdefault(name, set()).add(method)
-        if method == "backward":
-            evidence.backward.add(name)
         args = _call_arguments(text, match.end())
         if _TORCH_KWARGS.search(args) or (method == "size" and args.strip()) or method in ("dim", "numel"):
             evidence.torch_style.add(name)

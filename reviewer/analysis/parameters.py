@@ -23,9 +23,9 @@ def bind(cx: Context, fn: cst.FunctionDef) -> None:
     start, end = cx.file.span(fn)
     text = "\n".join(cx.file.lines[start - 1 : end])
     params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
-    cx.backward_names = frozenset(usage_evidence(text).backward)
     # What the caller passed is read off the uses before a parameter is rebound.
     evidence = usage_evidence(text, frozenset(p.name.value for p in params))
+    cx.backward_names = frozenset(evidence.backward)
     for star in (fn.params.star_arg, fn.params.star_kwarg):
         if isinstance(star, cst.Param):
             cx.state[star.name.value] = Value(kind=Kind.TUPLE if star is fn.params.star_arg else Kind.DICT, roots=frozenset((roots.argument(star.name.value),)))

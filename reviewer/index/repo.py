@@ -159,8 +159,8 @@ class RepoIndex:
                 if call["callee"] != name:
                     continue
                 if not call.get("off"):
-                    caller, kind = call.get("in", ("", "module"))
-                    if depth <= 1 or caller == name or not self.called_grad_off(caller, kind, depth - 1):
+                    caller, caller_kind = call.get("in", ("", "module"))
+                    if depth <= 1 or caller == name or not self.called_grad_off(caller, caller_kind, depth - 1):
                         return False
                 seen = True
         return seen

@@ -24,25 +24,15 @@ def name_of(node: cst.CSTNode | None) -> str:
     return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else ""
 
 
-def last_bind(flow: FunctionFlow, name: str, before: int) -> Bind | None:
+def last_bind(flow: FunctionFlow, name: str, before: int, reaching: Event | None = None) -> Bind | None:
+    """The last binding of `name` before event index `before`; with `reaching`, the last one
+    that can run before that event (one in the other arm of an `if` around it never does)."""
     found = None
     for event in flow.events:
         if event.index >= before:
             break
-        if isinstance(event, Bind) and event.name == name:
+        if isinstance(event, Bind) and event.name == name and (reaching is None or not event.exclusive_with(reaching)):
             found = event
-    return found
-
-
-def reaching_bind(flow: FunctionFlow, name: str, event: Event) -> Bind | None:
-    """The last binding of `name` before `event` that can run before it: one in the other arm
-    of an `if` around the event never does."""
-    found = None
-    for other in flow.events:
-        if other.index >= event.index:
-            break
-        if isinstance(other, Bind) and other.name == name and not other.exclusive_with(event):
-            found = other
     return found
 
 
@@ -143,12 +133,12 @@ def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
     if not writer or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
         return []
     pairs = []
-    writer_bind = reaching_bind(flow, writer, write)
+    writer_bind = last_bind(flow, writer, write.index, reaching=write)
     for holder, value in holders_before(flow, write, write.target.roots, writer).items():
         reads = reads_after(flow, write, holder, write.target.roots)
         if not reads:
             continue
-        holder_bind = reaching_bind(flow, holder, write)
+        holder_bind = last_bind(flow, holder, write.index, reaching=write)
         if disjoint_slices(flow, writer_bind, holder_bind):
             continue
         pairs.append(

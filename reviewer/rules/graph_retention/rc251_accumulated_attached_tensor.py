@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
-from review_copies.analysis.events import Accumulate, Backward, FunctionFlow
-from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.events import Accumulate, FunctionFlow
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import detached
+from review_copies.rules.graph_retention.helpers import backward_on, detached
 
 
 class AccumulatedAttachedTensor(Rule):
@@ -141,7 +138,7 @@ class AccumulatedAttachedTensor(Rule):
         for acc in flow.of(Accumulate):
             loop = loop_of(flow, acc)
             persistent = acc.name.startswith("self.")
-            if acc.no_grad or not acc.value.attached or _backward_on(flow, acc.name):
+            if acc.no_grad or not acc.value.attached or any(backward_on(flow, acc.name)):
                 continue
             if loop is None and not persistent:
                 continue
@@ -160,11 +157,3 @@ class AccumulatedAttachedTensor(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
-
-
-def _backward_on(flow: FunctionFlow, name: str) -> bool:
-    for event in flow.of(Backward):
-        func = event.node.func if isinstance(event.node, cst.Call) else None
-        if isinstance(func, cst.Attribute) and name_of(func.value) == name:
-            return True
-    return False

@@ -7,14 +7,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
-from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import detached
+from review_copies.rules.graph_retention.helpers import backward_on, detached
 
 
 class StoredAttachedTensor(Rule):
@@ -188,9 +187,8 @@ def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> in
     """The line of `value.backward(...)` on the stored name in the same loop body, if any."""
     if loop is None or not isinstance(store.value_node, cst.Name):
         return None
-    for event in flow.of(Backward):
-        func = event.node.func if isinstance(event.node, cst.Call) else None
-        if not (loop.start <= event.line <= loop.end and isinstance(func, cst.Attribute) and name_of(func.value) == store.value_node.value):
+    for event in backward_on(flow, store.value_node.value):
+        if not loop.start <= event.line <= loop.end:
             continue
         if isinstance(event.node, cst.Call) and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in event.node.args):
             return None  # the saved activations are kept for another backward
