@@ -134,7 +134,11 @@ def _subscript(cx: Context, node: cst.Subscript) -> Value:
     if base.kind is Kind.NDARRAY:
         if all(isinstance(e.slice, cst.Slice) for e in node.slice):
             return base.but(fresh=False, via=base.via or "view")
-        return UNKNOWN  # an element (a NumPy scalar, a copy) or fancy indexing (a copy)
+        if all(isinstance(e.slice, cst.Slice) or (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, (cst.Name, cst.Integer))) for e in node.slice):
+            # `images[i]`: a row of a stacked array is a view of it (a scalar only when the
+            # array is 1-D, an index array copies): may be the same memory.
+            return base.but(fresh=False, via=base.via or "view", certain=False)
+        return UNKNOWN  # fancy indexing (a copy)
     if base.kind is Kind.UNKNOWN and base.roots and isinstance(single, cst.Index):
         key = single.value
         if isinstance(key, cst.SimpleString):

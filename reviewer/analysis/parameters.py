@@ -4,6 +4,9 @@ calls it. A parameter nothing says anything about is unknown."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import libcst as cst
 
 from review_copies.analysis import roots
@@ -24,7 +27,11 @@ def bind(cx: Context, fn: cst.FunctionDef) -> None:
     text = "\n".join(cx.file.lines[start - 1 : end])
     params = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
     # What the caller passed is read off the uses before a parameter is rebound.
-    evidence = usage_evidence(text, frozenset(p.name.value for p in params))
+    names = frozenset(p.name.value for p in params)
+    evidence = usage_evidence(text, names)
+    split = _kind_split_arms(cx, fn, start, names) if _CONSTRUCTS.search(text) and "else" in text else {}
+    if split:
+        evidence = _without_arms(evidence, text, split, names)
     cx.backward_names = frozenset(evidence.backward)
     for star in (fn.params.star_arg, fn.params.star_kwarg):
         if isinstance(star, cst.Param):
@@ -38,6 +45,65 @@ def bind(cx: Context, fn: cst.FunctionDef) -> None:
         value = _value(cx, param, evidence)
         cx.state[name] = value
         cx.flow.params[name] = value
+
+
+# `torch.tensor(x)`, `torch.from_numpy(x)`, `np.asarray(x)`, `torch.FloatTensor(x)`: x is made
+# into a tensor (or array) here, so it was not one.
+_CONSTRUCTS = re.compile(r"\b(?:tensor|as_tensor|from_numpy|asarray|array|[A-Z]\w*Tensor)\(\s*([A-Za-z_]\w*)\s*[,)]")
+
+
+def _kind_split_arms(cx: Context, fn: cst.FunctionDef, first_line: int, names: frozenset[str]) -> dict[str, list[tuple[int, int]]]:
+    """The arms of an `if` whose other arm constructs a tensor from a parameter: `if
+    as_tensors: x = x.clone()` / `else: x = torch.tensor(x)`. The flag decides what the
+    caller passes, so the tensor methods one arm calls say nothing about the other arm's `x`.
+    For each such parameter, the line spans (relative to `first_line`) of the arms to ignore."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    lines = cx.file.lines
+
+    def arm_span(block: cst.BaseSuite) -> tuple[int, int] | None:
+        body = getattr(block, "body", ())
+        if not body or not isinstance(body, (list, tuple)):
+            return None
+        return cx.file.span(body[0])[0], cx.file.span(body[-1])[1]
+
+    class Arms(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            if not isinstance(node.orelse, cst.Else):
+                return
+            first, second = arm_span(node.body), arm_span(node.orelse.body)
+            if first is None or second is None:
+                return
+            spans = (first, second)
+            texts = ["\n".join(lines[a - 1 : b]) for a, b in spans]
+            built = [{m.group(1) for m in _CONSTRUCTS.finditer(t)} & names for t in texts]
+            for i, other in ((0, 1), (1, 0)):
+                for name in sorted(built[other] - built[i]):
+                    if usage_evidence(texts[i], frozenset((name,))).kind_of(name) is Kind.TENSOR:
+                        a, b = spans[i]
+                        found.setdefault(name, []).append((a - first_line, b - first_line))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn  # a nested function's arms are its own
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+    fn.visit(Arms())
+    return found
+
+
+def _without_arms(evidence: UsageEvidence, text: str, split: dict[str, list[tuple[int, int]]], names: frozenset[str]) -> UsageEvidence:
+    """`evidence`, with what each split parameter's ignored arms say about it left out."""
+    text_lines = text.split("\n")
+    methods, attributes, torch_style = dict(evidence.methods), dict(evidence.attributes), set(evidence.torch_style)
+    for name, spans in split.items():
+        kept = [line for i, line in enumerate(text_lines) if not any(a <= i <= b for a, b in spans)]
+        own = usage_evidence("\n".join(kept), names)
+        methods[name] = own.methods.get(name, set())
+        attributes[name] = own.attributes.get(name, set())
+        torch_style.discard(name)
+        torch_style |= own.torch_style & {name}
+    return replace(evidence, methods=methods, attributes=attributes, torch_style=torch_style)
 
 
 def is_scalar(cx: Context, name: str) -> bool:

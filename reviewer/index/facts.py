@@ -67,7 +67,86 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
                 writes.add(owner.id)
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in param_set:
             returns.add(node.value.id)
-    return {"params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns), "grad_off": _grad_off(fn), "stub": _stub(fn)}
+    return {
+        "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
+        "reads": _only_read(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn),
+    }
+
+
+# Methods that look into a mapping, a sequence or a module without changing it.
+_LOOKUPS = frozenset(
+    "keys values items get copy index count get_parameter get_submodule get_buffer parameters named_parameters "
+    "buffers named_buffers modules named_modules children named_children state_dict".split()
+)
+# Builtins that look at their argument without changing or keeping it.
+_LOOKING = frozenset("len isinstance sorted list tuple dict set iter enumerate zip any all print str repr".split())
+# Methods that change a mapping, a list or a set in place.
+_CONTAINER_WRITES = frozenset("update pop popitem setdefault clear append extend insert remove add discard sort reverse".split())
+
+
+def _only_read(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[str]) -> list[str]:
+    """The parameters the function (nested functions included) only looks into: it writes
+    nothing in place anywhere, and each of these is only indexed (`d[k]`), asked for its
+    keys or items, or handed to a builtin that looks (`len(d)`). Anything else (passed to
+    another call, bound to another name, a method of its own) may change it."""
+    own = _own_containers(fn)
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            if any(isinstance(t, (ast.Subscript, ast.Attribute)) and _base(t) not in own for target in targets for t in ast.walk(target)):
+                return []
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and (api.is_inplace_method(func.attr) or func.attr in _CONTAINER_WRITES) and _base(func.value) not in own:
+                return []
+            if any(k.arg == "out" for k in node.keywords):
+                return []
+    parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
+    found = []
+    for name in params:
+        uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name]
+        if all(_looked_into(use, parents) for use in uses):  # (one never used is not changed either)
+            found.append(name)
+    return found
+
+
+def _own_containers(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Local names only ever bound to a list, dict or set the function builds (`pattern = []`):
+    filling them changes nothing the caller holds."""
+    built = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+    bound: dict[str, bool] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    value = node.value
+                    empty = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("list", "dict", "set") and not value.args
+                    fresh = isinstance(value, built) or empty
+                    bound[target.id] = bound.get(target.id, True) and fresh
+        elif isinstance(node, (ast.For, ast.AugAssign, ast.AnnAssign, ast.With, ast.NamedExpr)):
+            for name in ast.walk(getattr(node, "target", None) or node):
+                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                    bound[name.id] = False
+    return {name for name, fresh in bound.items() if fresh} - set(_params(fn))
+
+
+def _base(node: ast.expr) -> str | None:
+    """The name a chain of items and attributes starts from: `a` for `a[0].b`."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _looked_into(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+    parent = parents.get(use)
+    if isinstance(parent, ast.Subscript) and parent.value is use:
+        return True
+    if isinstance(parent, ast.Attribute) and parent.value is use:
+        call = parents.get(parent)
+        return parent.attr in _LOOKUPS and isinstance(call, ast.Call) and call.func is parent
+    if isinstance(parent, ast.Compare):
+        return True  # `k in d`, `d is None`
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _LOOKING and use in parent.args
 
 
 def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

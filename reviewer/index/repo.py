@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 6
+INDEX_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,22 @@ class RepoIndex:
                 seen = seen or not is_test_path(path)
         return True if seen else None
 
+    def only_reads(self, name: str, position: int | None, keyword: str | None) -> bool:
+        """Whether every definition of the function `name` in the repository (one at least)
+        only looks into the argument at `position` or passed as `keyword` (the index's
+        `reads`: no write anywhere in the body, and the argument only indexed or asked for
+        its items)."""
+        found = False
+        for path in self._paths(f"def {name}("):
+            fn = (self.facts(path) or {}).get("functions", {}).get(name)
+            if fn is None:
+                continue
+            param = keyword if keyword is not None else (fn["params"][position] if position is not None and position < len(fn["params"]) else None)
+            if param is None or param not in fn.get("reads", ()):
+                return False
+            found = True
+        return found
+
     def grad_off(self, name: str) -> bool:
         """Whether every definition of the function or method `name` in the repository runs
         with autograd off by its decorator (`@torch.no_grad()`), and there is one; abstract
@@ -164,6 +181,23 @@ class RepoIndex:
                         return False
                 seen = True
         return seen
+
+    def only_referenced(self, name: str) -> bool:
+        """Whether the private method `name` is never called by name outside the tests, but is
+        taken as a value there (`{Linear: self._init_linear}`, `hooks.append(self._hook)`):
+        it is reached through a table or a callback, and from where the index cannot say."""
+        if not _visible(name, "method") or not name.startswith("_"):
+            return False
+        reference = re.compile(rf"\.{re.escape(name)}\b(?!\s*\()")
+        found = False
+        for path in self._paths(name):
+            if is_test_path(path):
+                continue
+            if any(call["callee"] == name for call in (self.facts(path) or {}).get("calls", [])):
+                return False
+            text = self.here[1] if self.here is not None and path == self.here[0] else (self.files.read(path) if self.files is not None else None)
+            found = found or bool(text and reference.search(text))
+        return found
 
     def method_grad_off(self, cls: str, method: str) -> bool | None:
         """Whether `cls.method` runs with autograd off by its decorator, for every class of

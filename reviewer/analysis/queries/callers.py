@@ -141,6 +141,16 @@ def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
     return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind)))
 
 
+def reached_only_by_reference(flow: FunctionFlow) -> bool:
+    """This private method is never called by name in the repository, only handed on as a
+    value (a dispatch table, a callback): whether autograd is on where it runs is unknown."""
+    scope = flow.scope
+    if scope is None or scope.kind != "method" or flow.index is None:
+        return False
+    key = ("only_referenced", scope.qualname)
+    return bool(flow.file.once(key, lambda: flow.index.only_referenced(scope.name)))
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Where a call stands in its caller."""

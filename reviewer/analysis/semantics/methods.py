@@ -32,7 +32,11 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     if recv.kind is Kind.NDARRAY:
         if method == "copy":
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
-        if method in ("view", "reshape", "ravel", "transpose", "squeeze", "T"):
+        if method in ("astype", "flatten"):
+            # A new array (`astype` copies unless told not to); not called fresh, because what
+            # is kept of it (a dataset's cache) is as shared as any other array.
+            return Value(kind=Kind.NDARRAY, grad=Tri.NO)
+        if method in ("view", "reshape", "ravel", "transpose", "squeeze", "swapaxes", "T"):
             return recv.but(fresh=False)
         return UNKNOWN
     if recv.kind is Kind.TENSOR or (recv.kind is Kind.UNKNOWN and method in api.TENSOR_ONLY_METHODS):

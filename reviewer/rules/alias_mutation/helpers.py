@@ -44,6 +44,8 @@ class WriteThroughAlias(Rule):
                 if pair.writer_is_alias:
                     if write.target.via not in self.VIAS or not self.accepts(flow, pair, write.target) or written_back(flow, pair):
                         continue
+                    if pair.writer_bind is not None and pair.writer_bind.expr is not None and flow.value(pair.writer_bind.expr).via not in self.VIAS:
+                        continue  # `v = out` then `v = v.narrow(...)` in a loop: what reaches the write is the view
                     fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
                     yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
                     break

@@ -50,6 +50,20 @@ class WriteThroughPlainAlias(WriteThroughAlias):
         Valid(
             """
             import torch
+            def gather(shards, shape, dims: int):
+                out = torch.empty(shape)
+                for offsets, sizes, t in shards:
+                    view = out
+                    for d in range(dims):
+                        view = view.narrow(d, offsets[d], sizes[d])
+                    view.copy_(t)
+                return out
+            """,
+            "each shard is written through a view narrowed from the buffer: filling `out` is the point",
+        ),
+        Valid(
+            """
+            import torch
             def padded(src: torch.Tensor, size: int) -> torch.Tensor:
                 if src.numel() >= size:
                     return src

@@ -132,6 +132,29 @@ class CopyConstructFromTensor(Rule):
             """,
             "each iteration has a new `sample`: the tensor the previous one was given says nothing about this one's list",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def scale_shift(q: torch.Tensor):
+                return torch.tensor(q[:, -8:].cpu().numpy().view(np.float32).astype(np.float16).view(np.uint8))
+            """,
+            "after `.numpy()` the chain is NumPy's: `astype` and `view(dtype)` return arrays",
+        ),
+        Valid(
+            """
+            import torch
+            def features(x, y, as_tensors=False):
+                if as_tensors:
+                    x = x.clone().detach().float()
+                    y = y.clone().detach().long()
+                else:
+                    x = torch.tensor(x, dtype=torch.float)
+                    y = torch.tensor(y, dtype=torch.long)
+                return x, y
+            """,
+            "the flag decides what the arguments are: the arm that clones gets tensors, the one that constructs gets arrays",
+        ),
     )
     INVALID = (
         Invalid(

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.queries.callers import called_grad_off_in_repository, reached_only_by_reference
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.rewrite import no_grad_block
 from review_copies.analysis.syntax import short_code
@@ -52,6 +53,26 @@ class InplaceOnLeafRequiringGrad(Rule):
     recipes = ("leaf-inplace",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Initializer:
+                def __init__(self, std: float):
+                    self.std = std
+                    self.by_type = {nn.Linear: self._init_linear}
+                def _init_linear(self, module: nn.Linear):
+                    nn.init.normal_(module.weight, std=self.std)
+                    module.bias.zero_()
+                def init(self, module: nn.Module):
+                    self.by_type[type(module)](module)
+            @torch.no_grad()
+            def init_weights(model: nn.Module, initializer: Initializer):
+                for m in model.modules():
+                    initializer.init(m)
+            """,
+            "a method reached only through a table: no call of it says whether autograd is on where it runs",
+        ),
         Valid(
             """
             import torch
@@ -197,6 +218,8 @@ class InplaceOnLeafRequiringGrad(Rule):
             key = (target.roots, write.loops)
             if key in reported:
                 continue  # the first failing write is the one to fix; the next would not run
+            if called_grad_off_in_repository(flow) or reached_only_by_reference(flow):
+                break  # every caller turns autograd off, or no call says whether it does
             reported.add(key)
             what = short_code(write.stmt or write.node)
             message = (

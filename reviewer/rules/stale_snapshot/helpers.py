@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Event, FunctionFlow, Use, Write
+from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
 from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import code_of
@@ -31,9 +31,23 @@ def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: 
             return event
     if owner:
         for call in calls_with(flow, owner):
-            if reaches(call):
+            if reaches(call) and not _only_reads(flow, call, owner):
                 return call
     return None
+
+
+def _only_reads(flow: FunctionFlow, call: Call, name: str) -> bool:
+    """The repository's definition of the called function only looks into what `name` is
+    passed as (its index says so)."""
+    if flow.index is None or not isinstance(call.call.func, cst.Name):
+        return False
+    for position, arg in enumerate(call.call.args):
+        if name_of(arg.value) != name or arg.star:
+            continue
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if not flow.index.only_reads(call.call.func.value, None if keyword else position, keyword):
+            return False
+    return True
 
 
 def taken_every_iteration(flow: FunctionFlow, bind: Bind) -> bool:

@@ -62,6 +62,21 @@ class StateDictSnapshot(Rule):
     VALID = (
         Valid(
             """
+            import torch
+            from torch import nn
+            def weight_of(name: str, state, module: nn.Module, grad: bool = False):
+                return module.get_parameter(name).grad if grad else state[name]
+            def convert(src: nn.Module, dst: nn.Module):
+                ref_state = src.state_dict()
+                for name, p in dst.named_parameters():
+                    w = weight_of(name=name, state=ref_state, module=src)
+                    with torch.no_grad():
+                        p.copy_(w)
+            """,
+            "the helper only looks into the state dict (the repository index says so): nothing changes it",
+        ),
+        Valid(
+            """
             import copy
             import torch
             def fit(model, loader, optimizer, epochs: int):
