@@ -9,6 +9,7 @@ import libcst as cst
 from review_copies.analysis import parameters
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Accumulate, Bind, Store, Write
+from review_copies.analysis.guesses import backward_reaches
 from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import UNKNOWN, Kind, Tri, Value
 
@@ -46,7 +47,12 @@ class Assignments(Context):
 
     def assign_name(self, target: cst.Name, value: Value, expr: cst.BaseExpression | None) -> None:
         name = target.value
-        if name in self.backward_names and value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.grad is not Tri.NO:
+        if (
+            name in self.backward_names
+            and value.kind in (Kind.TENSOR, Kind.UNKNOWN)
+            and value.grad is not Tri.NO
+            and backward_reaches(self.file.lines, name, self.line(target), self.scope.end if self.scope is not None else None)
+        ):
             # backward() is called on it: it is attached to the graph.
             value = value.but(kind=Kind.TENSOR, grad=Tri.YES)
         if not value.origin:

@@ -9,6 +9,7 @@ Everything else in the analysis follows what the code does, not what it is calle
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from review_copies.analysis.semantics import api
@@ -87,6 +88,24 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
         if match.group(1) not in _KEYWORDS:
             evidence.called.add(match.group(1))
     return evidence
+
+
+_BACKWARD = re.compile(r"\b([A-Za-z_]\w*)\.backward\s*\(")
+
+
+def backward_reaches(lines: Sequence[str], name: str, bound_at: int, until: int | None = None) -> bool:
+    """Whether `name.backward(...)` is called on the value bound at line `bound_at` (1-based):
+    at or after it and before the next statement that rebinds the name (`name = ...`, `for
+    ... name ... in`). In `for out in expected: ...; out = model(x); out.backward()`, the
+    loop's `out` is the test's data, not what backward runs on."""
+    rebinding = re.compile(rf"^\s*(?:{re.escape(name)}\s*(?::[^=\n]*)?=(?!=)|for\b[^\n]*\b{re.escape(name)}\b[^\n]*\bin\b)")
+    for number in range(bound_at, min(len(lines), until or len(lines)) + 1):
+        text = lines[number - 1]
+        if number > bound_at and rebinding.search(text):
+            return False
+        if any(m.group(1) == name for m in _BACKWARD.finditer(text)):
+            return True
+    return False
 
 
 def _rebound_at(text: str, names: frozenset[str]) -> dict[str, int]:

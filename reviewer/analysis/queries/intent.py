@@ -33,6 +33,13 @@ def is_mutating_function(flow: FunctionFlow) -> bool:
     return name.endswith("_") or name.startswith(MUTATING_FUNCTION_PREFIXES)
 
 
+def in_place_module(flow: FunctionFlow) -> bool:
+    """A module class named as an in-place op is (`class Add_(nn.Module)`): its forward
+    writes into its input by declaration, as `Tensor.add_` does."""
+    scope = flow.scope
+    return scope is not None and scope.class_node is not None and scope.class_node.name.value.endswith("_") and not scope.class_node.name.value.endswith("__")
+
+
 def declares_mutation(flow: FunctionFlow) -> bool:
     """The signature says the function writes: an `inplace` flag, an autograd `ctx`, a writer's name."""
     scope = flow.scope

@@ -11,7 +11,7 @@ from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.intent import deliberate_write
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
@@ -46,6 +46,8 @@ class WriteThroughAlias(Rule):
                         continue
                     if pair.writer_bind is not None and pair.writer_bind.expr is not None and flow.value(pair.writer_bind.expr).via not in self.VIAS:
                         continue  # `v = out` then `v = v.narrow(...)` in a loop: what reaches the write is the view
+                    if pair.holder_bind is not None and _a_new_buffer(pair.holder_bind.expr) and _a_region(write):
+                        continue  # `out = torch.zeros(...)`, filled block by block through `out.reshape(...)[i] = v`
                     fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
                     yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
                     break
@@ -81,6 +83,23 @@ class WriteThroughAlias(Rule):
     def bind_text(pair: AliasPair) -> str:
         bind = pair.writer_bind
         return f"`{pair.writer} = {short_code(bind.expr)}` (line {bind.line})" if bind is not None and bind.expr is not None else f"`{pair.writer}`"
+
+
+# Factories of a buffer whose contents are a constant or undefined: made to be written into.
+_BUFFER_FACTORIES = frozenset("zeros empty full ones zeros_like empty_like full_like ones_like new_zeros new_empty new_full new_ones".split())
+
+
+def _a_new_buffer(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Call) and dotted(expr.func).rpartition(".")[2] in _BUFFER_FACTORIES
+
+
+def _a_region(write: Write) -> bool:
+    """The write fills a part of what it writes through (`v[i] = x`, `v[i].copy_(x)`), not
+    all of it (`v += 1`)."""
+    node = write.node
+    if isinstance(node, cst.AssignTarget | cst.Subscript):
+        return True
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Subscript)
 
 
 def written_back(flow: FunctionFlow, pair: AliasPair) -> bool:

@@ -52,6 +52,18 @@ class WriteThroughConversionSelf(WriteThroughAlias):
         Valid(
             """
             import torch
+            def to_dense(values: torch.Tensor, rows: list[int], shape: tuple[int, int, int]):
+                out = torch.zeros(shape, dtype=values.dtype)
+                out_r = out.reshape(shape[0], -1)
+                for k, r in enumerate(rows):
+                    out_r[r] = values[k]
+                return out
+            """,
+            "`out` is a new zeroed buffer, filled through a reshaped view of it on purpose",
+        ),
+        Valid(
+            """
+            import torch
             def f():
                 x = torch.zeros(3, dtype=torch.int64)
                 y = x.float()

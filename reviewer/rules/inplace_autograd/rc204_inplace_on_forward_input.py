@@ -8,7 +8,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import returns_argument
-from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.queries.intent import deliberate_write, in_place_module
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
@@ -56,6 +56,16 @@ class InplaceOnForwardInput(Rule):
     recipes = ("backward", "input-mutation")
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Add_(nn.Module):
+                def forward(self, x: torch.Tensor):
+                    return x.add_(1)
+            """,
+            "named as an in-place op (`Add_`, like `Tensor.add_`): writing into its input is what it declares",
+        ),
         Valid(
             """
             import torch
@@ -130,7 +140,7 @@ class InplaceOnForwardInput(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if not flow.is_forward:
+        if not flow.is_forward or in_place_module(flow):
             return
         inputs = {roots.argument(p) for p, v in flow.params.items() if v.kind is Kind.TENSOR}
         for write in flow.of(Write):

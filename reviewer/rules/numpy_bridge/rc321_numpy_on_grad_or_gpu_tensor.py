@@ -60,6 +60,21 @@ class NumpyOnGradOrGpuTensor(Rule):
     VALID = (
         Valid(
             """
+            import numpy as np
+            import torch
+            expected = [[1.0, 1.25], [1.5, 1.75]]
+            def test_pool(pool):
+                for output in expected:
+                    want = np.array(output[0])
+                    x = torch.ones(2, requires_grad=True)
+                    output = pool(x)
+                    output.backward(torch.ones_like(output))
+                    assert np.allclose(output.detach().numpy()[0], want)
+            """,
+            "the loop's `output` is the expected data; only the name bound later is backpropagated",
+        ),
+        Valid(
+            """
             import torch
             def f(x: torch.Tensor):
                 return x.detach().cpu().numpy()

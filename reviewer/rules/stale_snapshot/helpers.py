@@ -28,6 +28,8 @@ def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: 
     for event in flow.after(bind):
         # Writes through the snapshot itself (or a name taken from it) are deliberate write-through.
         if isinstance(event, Write) and overlaps(event.target.roots, roots) and not event.op.startswith("nn.init.") and not through(flow, event, bind.name) and reaches(event):
+            if event.op == "load_state_dict" and _loads_itself(event, bind.name):
+                continue  # `m.load_state_dict(sd)` copies each live tensor of `sd` onto itself: the values stay
             return event
     if owner:
         for call in calls_with(flow, owner):
@@ -48,6 +50,11 @@ def _only_reads(flow: FunctionFlow, call: Call, name: str) -> bool:
         if not flow.index.only_reads(call.call.func.value, None if keyword else position, keyword):
             return False
     return True
+
+
+def _loads_itself(write: Write, name: str) -> bool:
+    call = write.node
+    return isinstance(call, cst.Call) and bool(call.args) and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == name
 
 
 def taken_every_iteration(flow: FunctionFlow, bind: Bind) -> bool:

@@ -63,6 +63,17 @@ class StateDictSnapshot(Rule):
         Valid(
             """
             import torch
+            def sparsify(m: torch.nn.Linear, m2: torch.nn.Linear):
+                state_dict = m.state_dict()
+                state_dict["weight"] = (state_dict["weight"].abs() > 0.5).float()
+                m.load_state_dict(state_dict)
+                m2.load_state_dict(state_dict)
+            """,
+            "loading the dict into the module it came from copies each live tensor onto itself: nothing in it changes",
+        ),
+        Valid(
+            """
+            import torch
             from torch import nn
             def weight_of(name: str, state, module: nn.Module, grad: bool = False):
                 return module.get_parameter(name).grad if grad else state[name]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, FunctionFlow
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Use
 from review_copies.analysis.guesses import MODULE_COPY_NAME
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import dotted_expr
@@ -53,6 +53,19 @@ class ModuleAliasSnapshot(Rule):
     recipes = ("snapshot",)
 
     VALID = (
+        Valid(
+            """
+            import copy
+            from torch import nn
+            from torch.optim.swa_utils import AveragedModel
+            def make_swa(module: nn.Module, sharded: bool):
+                module_for_swa = module
+                if sharded:
+                    module_for_swa = copy.deepcopy(module)
+                return AveragedModel(module_for_swa)
+            """,
+            "the alias is only handed to `AveragedModel`, which makes its own copy",
+        ),
         Valid(
             """
             import copy
@@ -104,6 +117,8 @@ class ModuleAliasSnapshot(Rule):
             source = name_of(expr).rsplit(".", 1)[-1]
             if not MODULE_COPY_NAME.search(target) or MODULE_COPY_NAME.search(source):
                 continue
+            if "." not in bind.name and _only_handed_on(flow, bind):
+                continue  # `AveragedModel(swa_module, ...)`: whether it copies is the callee's to say
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -112,3 +127,11 @@ class ModuleAliasSnapshot(Rule):
             )
             fix = (expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(expr)])) if spelled else None
             yield Hit(bind.node, message, fix)
+
+
+def _only_handed_on(flow: FunctionFlow, bind: Bind) -> bool:
+    """Every later read of the local alias passes it to a call as an argument: it is never
+    run, trained or compared under its own name here."""
+    arguments = {id(arg.value) for call in flow.of(Call) for arg in call.call.args}
+    uses = [u for u in flow.after(bind) if isinstance(u, Use) and u.name == bind.name]
+    return bool(uses) and all(id(u.node) in arguments for u in uses)
