@@ -179,3 +179,57 @@ def test_what_a_parameter_holds_is_read_off_its_uses_before_it_is_rebound() -> N
     # evidence that the caller passed a tensor (an environment's observation is an ndarray).
     assert _messages(ACT.format(before=""), "RC302") == []
     assert len(_messages(ACT.format(before="obs.mul_(2)\n        "), "RC302")) == 1
+
+
+OFFLOADED = """
+from torch import nn
+
+
+def save_offloaded(model: nn.Module, onload):
+    state_dict = {{}}
+    for name, module in model.named_children():
+        {take}
+        for key in module_state:
+            state_dict[name + "." + key] = module_state[key].to("cpu")
+    return state_dict
+"""
+
+
+def test_a_state_dict_taken_anew_in_every_iteration_inside_try_and_with_is_not_stale() -> None:
+    # The next iteration's `onload(module, ...)` passes another module: what this iteration
+    # took was read before it. Under `try:` / `with` the binding still runs every iteration.
+    guarded = "try:\n            with onload(module, 'cpu'):\n                module_state = module.state_dict()\n        except MemoryError:\n            raise"
+    assert _messages(OFFLOADED.format(take=guarded), "RC151") == []
+    # Taken only under an `if`, an iteration may read what an earlier one took: still reported.
+    maybe = "if name:\n            onload(module, 'cpu')\n            module_state = module.state_dict()"
+    assert len(_messages(OFFLOADED.format(take=maybe), "RC151")) == 1
+
+
+HANDED_ON = """
+import torch
+from torch import nn
+
+
+def class_named(model: nn.Module, name: str):
+    return next(type(m) for m in model.modules() if type(m).__name__ == name)
+
+
+{helper}
+
+
+def shard(model: nn.Module, names: list[str]):
+    original_sd = model.state_dict()
+    wrap = helper(model, names)
+    model = model.to(torch.device("meta"))
+    return wrap, original_sd
+"""
+
+
+def test_a_repository_helper_that_changes_no_tensor_does_not_stale_a_state_dict() -> None:
+    # `helper` passes the model on and builds a set, but writes nothing itself and never
+    # steps or loads: the index says so, and the snapshot stays what it was.
+    reads = "def helper(model: nn.Module, names: list[str]):\n    found = set()\n    for n in names:\n        found.add(class_named(model, n))\n    return found"
+    assert _messages(HANDED_ON.format(helper=reads), "RC151") == []
+    # A helper that trains the model changes what the state dict holds.
+    trains = "def helper(model: nn.Module, names: list[str]):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model(torch.ones(1)).sum().backward()\n    opt.step()"
+    assert len(_messages(HANDED_ON.format(helper=trains), "RC151")) == 1

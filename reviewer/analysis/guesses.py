@@ -170,7 +170,12 @@ OP_REGISTRATION_WORDS = ("custom_op", "impl", "register", "library", "override",
 # ------------------------------------------------------------------- loops
 # analysis.queries.loops.training_loop (RC251 and RC252 through it): a loop over a data
 # loader counts as a training or evaluation loop even without a backward in it.
-TRAINING_ITERABLE = re.compile(r"(loader|dataloader|batches|batch_iter|data_iter|dataset|epoch|steps)", re.I)
+# (`steps` and `epoch` as words of a name: `train_steps`, not `num_timesteps`.)
+TRAINING_ITERABLE = re.compile(r"(loader|dataloader|batches|batch_iter|data_iter|dataset|(?<![a-z])epoch|(?<![a-z])steps)", re.I)
+
+# A data pipeline's object (analysis.semantics.methods): its `state_dict()` is a position in
+# the data (a sampler's index, a loader's worker state), not a module's tensors (RC151).
+DATA_PIPELINE_NAME = re.compile(r"(loader|sampler|dataset|data_iter|iterator)$", re.I)
 
 # --------------------------------------------------------------- snapshots
 # A name that says its value is kept as a copy to compare with or restore later:

@@ -69,7 +69,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             returns.add(node.value.id)
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
-        "reads": _only_read(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn),
+        "reads": _only_read(fn, params), "mutates": _mutates(fn), "grad_off": _grad_off(fn), "stub": _stub(fn),
     }
 
 
@@ -84,23 +84,46 @@ _LOOKING = frozenset("len isinstance sorted list tuple dict set iter enumerate z
 _CONTAINER_WRITES = frozenset("update pop popitem setdefault clear append extend insert remove add discard sort reverse".split())
 
 
-def _only_read(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[str]) -> list[str]:
-    """The parameters the function (nested functions included) only looks into: it writes
-    nothing in place anywhere, and each of these is only indexed (`d[k]`), asked for its
-    keys or items, or handed to a builtin that looks (`len(d)`). Anything else (passed to
-    another call, bound to another name, a method of its own) may change it."""
+# Calls that change a model's tensors whatever they are handed: a training step, a load.
+_CHANGING_CALLS = frozenset("step backward load_state_dict set_ fit train_step training_step".split())
+
+
+def _mutates(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the function itself may change a tensor in place: an in-place method or a write
+    into an item or attribute of anything but a container it built, an `out=`, an optimizer
+    step, a backward, a `load_state_dict` (what the functions it calls do is theirs)."""
+    if _writes_anything(fn):
+        return True
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in _CHANGING_CALLS
+        for node in ast.walk(fn)
+    )
+
+
+def _writes_anything(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     own = _own_containers(fn)
     for node in ast.walk(fn):
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             if any(isinstance(t, (ast.Subscript, ast.Attribute)) and _base(t) not in own for target in targets for t in ast.walk(target)):
-                return []
+                return True
         elif isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Attribute) and (api.is_inplace_method(func.attr) or func.attr in _CONTAINER_WRITES) and _base(func.value) not in own:
-                return []
+                return True
             if any(k.arg == "out" for k in node.keywords):
-                return []
+                return True
+    return False
+
+
+def _only_read(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[str]) -> list[str]:
+    """The parameters the function (nested functions included) only looks into: it writes
+    nothing in place anywhere, and each of these is only indexed (`d[k]`), asked for its
+    keys or items, or handed to a builtin that looks (`len(d)`). Anything else (passed to
+    another call, bound to another name, a method of its own) may change it."""
+    if _writes_anything(fn):
+        return []
     parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
     found = []
     for name in params:
@@ -137,13 +160,17 @@ def _base(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _looked_into(use: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+def _looked_into(use: ast.expr, parents: dict[ast.AST, ast.AST]) -> bool:
+    """`d[k]`, `d.items()`, `k in d`, `len(d)`; an attribute of it read the same way
+    (`set(module._buffers_set)`)."""
     parent = parents.get(use)
     if isinstance(parent, ast.Subscript) and parent.value is use:
         return True
     if isinstance(parent, ast.Attribute) and parent.value is use:
         call = parents.get(parent)
-        return parent.attr in _LOOKUPS and isinstance(call, ast.Call) and call.func is parent
+        if isinstance(call, ast.Call) and call.func is parent:
+            return parent.attr in _LOOKUPS
+        return _looked_into(parent, parents)
     if isinstance(parent, ast.Compare):
         return True  # `k in d`, `d is None`
     return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in _LOOKING and use in parent.args

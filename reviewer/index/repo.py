@@ -22,7 +22,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 7
+INDEX_VERSION = 8
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,21 @@ class RepoIndex:
                 continue
             param = keyword if keyword is not None else (fn["params"][position] if position is not None and position < len(fn["params"]) else None)
             if param is None or param not in fn.get("reads", ()):
+                return False
+            found = True
+        return found
+
+    def changes_nothing(self, name: str) -> bool:
+        """Whether every definition of the function `name` in the repository (one at least)
+        changes no tensor itself: no in-place write but into containers it builds, no
+        optimizer step, backward or `load_state_dict` (the index's `mutates`). What the
+        functions it calls do is not followed."""
+        found = False
+        for path in self._paths(f"def {name}("):
+            fn = (self.facts(path) or {}).get("functions", {}).get(name)
+            if fn is None:
+                continue
+            if fn.get("mutates", True):
                 return False
             found = True
         return found

@@ -19,7 +19,10 @@ def outermost_loop(flow: FunctionFlow, event: Event) -> Loop | None:
 
 def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
     """A loop over training or evaluation steps: it backpropagates or steps an optimizer, or
-    iterates a data loader."""
+    iterates a data loader. None is inside a module's `forward`: a loop there (over
+    layers, timesteps, refinement steps) is the model's own computation."""
+    if flow.is_forward:
+        return False
     for e in flow.events:
         if loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")):
             return True

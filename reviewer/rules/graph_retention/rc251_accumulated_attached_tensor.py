@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from review_copies.analysis.events import Accumulate, FunctionFlow
+from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
@@ -54,6 +55,61 @@ class AccumulatedAttachedTensor(Rule):
     recipes = ("retention",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch.nn import Parameter as Param
+            class RGCNConv(torch.nn.Module):
+                def __init__(self, g, in_channels, out_channels, num_relations, num_bases):
+                    super().__init__()
+                    self.g = g
+                    self.in_channels = in_channels
+                    self.out_channels = out_channels
+                    self.num_relations = num_relations
+                    self.num_bases = num_bases
+                    self.basis = Param(torch.empty(num_bases, in_channels, out_channels))
+                    self.att = Param(torch.empty(num_relations, num_bases))
+                def forward(self, x):
+                    self.w = torch.matmul(self.att, self.basis.view(self.num_bases, -1))
+                    self.w = self.w.view(self.num_relations, self.in_channels, self.out_channels)
+                    if x is None:
+                        def msg_func(edge):
+                            w = self.w.view(-1, self.out_channels)
+                            index = edge.data["type"] * self.in_channels + edge.src["id"]
+                            m = w.index_select(0, index) * edge.data["norm"].unsqueeze(1)
+                            return {"m": m}
+                    else:
+                        self.g.ndata["x"] = x
+                        def msg_func(edge):
+                            w = self.w.index_select(0, edge.data["type"])
+                            m = torch.bmm(edge.src["x"].unsqueeze(1), w).squeeze()
+                            m = m * edge.data["norm"].unsqueeze(1)
+                            return {"m": m}
+                    self.g.update_all(msg_func)
+                    return self.g.ndata.pop("x")
+            """,
+            "`self.w` is set afresh at the top of every call and only reshaped: nothing carries over from the last call",
+        ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.nn import GRUCell, Linear
+            class Readout(torch.nn.Module):
+                def __init__(self, channels: int, num_timesteps: int):
+                    super().__init__()
+                    self.mol_gru = GRUCell(channels, channels)
+                    self.lin = Linear(channels, 1)
+                    self.num_timesteps = num_timesteps
+                def forward(self, x: torch.Tensor):
+                    out = x.sum(0, keepdim=True).relu_()
+                    for _ in range(self.num_timesteps):
+                        h = F.elu(x.mean(0, keepdim=True) + out)
+                        out = self.mol_gru(h, out).relu_()
+                    return self.lin(out)
+            """,
+            "a recurrence over timesteps inside `forward` is the model: backward must run through every step",
+        ),
         Valid(
             """
             import torch
@@ -142,6 +198,8 @@ class AccumulatedAttachedTensor(Rule):
                 continue
             if loop is None and not persistent:
                 continue
+            if persistent and loop is None and _rebound_this_call(flow, acc):
+                continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's value, reshaped
             outer = (outermost_loop(flow, acc) or loop) if loop is not None else None
             # Sums over layers or heads inside one forward are part of the graph on purpose:
             # only accumulation across training steps (or across calls, on self) retains graphs.
@@ -157,3 +215,12 @@ class AccumulatedAttachedTensor(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
+
+
+def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """The attribute is set afresh earlier in this same call, on the path to the update (not
+    under an `if`), so what the update reads is this call's value, not the last call's."""
+    bind = last_bind(flow, acc.name, acc.index)
+    return bind is not None and bind.arms == acc.arms and bind.loops == acc.loops and not any(
+        isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events
+    )

@@ -55,6 +55,23 @@ class GatherListThenCat(Rule):
         Valid(
             """
             import torch
+            def gather(tensor: torch.Tensor, backend: str, world: int):
+                gather_op = torch.distributed.all_gather_into_tensor
+                def gather_one(t: torch.Tensor):
+                    if backend != "gloo":
+                        out = torch.empty(world * t.numel(), dtype=t.dtype)
+                        gather_op(out, t)
+                        return out.view(-1, *t.shape[1:])
+                    parts = [torch.empty_like(t) for _ in range(world)]
+                    torch.distributed.all_gather(parts, t)
+                    return torch.cat(parts, dim=0)
+                return gather_one(tensor)
+            """,
+            "gloo has no `all_gather_into_tensor`: the list form is the fallback of a function that uses it",
+        ),
+        Valid(
+            """
+            import torch
             import torch.distributed as dist
             def f(t: torch.Tensor, world: int):
                 out = torch.empty(world * t.shape[0], dtype=t.dtype)
@@ -114,7 +131,7 @@ class GatherListThenCat(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         gathers = [e for e in flow.of(Call) if e.is_any(("torch.distributed.all_gather", "torch.distributed.distributed_c10d.all_gather")) and e.call.args]
-        if any(e.is_any(("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single")) for e in flow.of(Call)):
+        if any(e.is_any(("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single")) for e in flow.of(Call)) or _single_named_around(flow):
             return  # the list form is the fallback of a function that already uses the single collective
         for gather in gathers:
             parts = name_of(gather.call.args[0].value)
@@ -137,6 +154,21 @@ class GatherListThenCat(Rule):
                     yield Hit(event.node, message, anchors=(gather.node,))
                     break
 
+
+
+def _single_named_around(flow: FunctionFlow) -> bool:
+    """The top-level function or class around this one names the single collective
+    (`gather_op = torch.distributed.all_gather_into_tensor` outside a nested helper that
+    calls `gather_op(...)` in one arm and `all_gather` in the backend's fallback arm)."""
+    if flow.scope is None:
+        return False
+    for stmt in flow.file.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            start, end = flow.file.span(stmt)
+            if start <= flow.scope.start <= end:
+                text = "\n".join(flow.file.lines[start - 1 : end])
+                return "all_gather_into_tensor" in text or "_all_gather_base" in text
+    return False
 
 
 def _pieces_set(flow: FunctionFlow, parts: str) -> list[int]:

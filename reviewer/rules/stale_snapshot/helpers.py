@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -40,9 +41,11 @@ def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: 
 
 def _only_reads(flow: FunctionFlow, call: Call, name: str) -> bool:
     """The repository's definition of the called function only looks into what `name` is
-    passed as (its index says so)."""
+    passed as, or changes no tensor at all itself (its index says so)."""
     if flow.index is None or not isinstance(call.call.func, cst.Name):
         return False
+    if flow.index.changes_nothing(call.call.func.value):
+        return True
     for position, arg in enumerate(call.call.args):
         if name_of(arg.value) != name or arg.star:
             continue
@@ -58,12 +61,21 @@ def _loads_itself(write: Write, name: str) -> bool:
 
 
 def taken_every_iteration(flow: FunctionFlow, bind: Bind) -> bool:
-    """The binding is a statement of its innermost loop's own body (under no `if`), so each
-    iteration takes the value anew before anything after it in the body reads it."""
+    """The binding runs on every iteration of its innermost loop before anything after it in
+    the body reads it: a statement of the loop's own body, or of a `with` or `try` block
+    there (under no `if`)."""
     if not bind.loops or bind.stmt is None:
         return False
-    body = flow.loops[bind.loops[-1]].node.body.body
-    return any(stmt is bind.stmt or (isinstance(stmt, cst.SimpleStatementLine) and any(small is bind.stmt for small in stmt.body)) for stmt in body)
+
+    def holds(stmts: Sequence[cst.BaseStatement]) -> bool:
+        for stmt in stmts:
+            if stmt is bind.stmt or (isinstance(stmt, cst.SimpleStatementLine) and any(small is bind.stmt for small in stmt.body)):
+                return True
+            if isinstance(stmt, (cst.With, cst.Try)) and isinstance(stmt.body, cst.IndentedBlock) and holds(stmt.body.body):
+                return True
+        return False
+
+    return holds(flow.loops[bind.loops[-1]].node.body.body)
 
 
 def through(flow: FunctionFlow, write: Write, name: str) -> bool:

@@ -62,6 +62,17 @@ class StateDictSnapshot(Rule):
     VALID = (
         Valid(
             """
+            from torch.utils.data import DataLoader
+            class PreparedLoader:
+                def __init__(self, dataset, batch_sampler):
+                    self.base_dataloader = DataLoader(dataset, batch_sampler=batch_sampler)
+                    if hasattr(self.base_dataloader, "state_dict"):
+                        self.dl_state_dict = self.base_dataloader.state_dict()
+            """,
+            "a data loader's state dict says where the data stands: no tensor of a model is in it",
+        ),
+        Valid(
+            """
             import torch
             def sparsify(m: torch.nn.Linear, m2: torch.nn.Linear):
                 state_dict = m.state_dict()
