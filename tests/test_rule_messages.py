@@ -233,3 +233,40 @@ def test_a_repository_helper_that_changes_no_tensor_does_not_stale_a_state_dict(
     # A helper that trains the model changes what the state dict holds.
     trains = "def helper(model: nn.Module, names: list[str]):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model(torch.ones(1)).sum().backward()\n    opt.step()"
     assert len(_messages(HANDED_ON.format(helper=trains), "RC151")) == 1
+
+
+STEPS = """
+import torch
+
+
+def losses_over(model, batch, opt, steps: int):
+    losses = []
+    for i in {loop}:
+        loss = model(batch).sum()
+        losses.append(loss)
+        loss.backward()
+        opt.step()
+    return losses[0] > losses[-1]
+"""
+
+
+def test_a_loop_of_a_few_literal_steps_does_not_grow_memory_step_after_step() -> None:
+    # Three steps written out keep three losses: bounded, not a leak to report.
+    assert _messages(STEPS.format(loop="range(3)"), "RC252") == []
+    assert _messages(STEPS.format(loop="(0, 1)"), "RC252") == []
+    # As many steps as the caller asks for: each keeps its graph's nodes, the leak is real.
+    assert len(_messages(STEPS.format(loop="range(steps)"), "RC252")) == 1
+
+
+def test_a_forward_given_labels_still_may_not_write_into_the_model_output() -> None:
+    # MixUp's forward takes the labels and mixes the data batch: quiet (its Valid example).
+    # A loss's forward takes them too, but what it writes into is the model's output.
+    loss = """
+    import torch
+    from torch import nn
+    class ShiftedLoss(nn.Module):
+        def forward(self, logits: torch.Tensor, target: torch.Tensor):
+            logits.sub_(logits.max(dim=-1, keepdim=True).values)
+            return logits
+    """
+    assert len(_messages(loss, "RC204")) == 1

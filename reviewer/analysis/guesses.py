@@ -177,6 +177,10 @@ TRAINING_ITERABLE = re.compile(r"(loader|dataloader|batches|batch_iter|data_iter
 # the data (a sampler's index, a loader's worker state), not a module's tensors (RC151).
 DATA_PIPELINE_NAME = re.compile(r"(loader|sampler|dataset|data_iter|iterator)$", re.I)
 
+# A `forward` that also takes the labels transforms a data batch (MixUp, CutMix), not the
+# activations of a layer before it (RC204 inplace-on-forward-input).
+LABEL_PARAMETER = re.compile(r"^(labels?|targets?|y|y_true|gt|gt_labels)$")
+
 # --------------------------------------------------------------- snapshots
 # A name that says its value is kept as a copy to compare with or restore later:
 # RC151 state-dict-snapshot (when no later change is seen in a loop) and RC152

@@ -30,6 +30,27 @@ def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
     return isinstance(node, cst.For) and bool(TRAINING_ITERABLE.search(code_of(node.iter)))
 
 
+# At most this many iterations, written out, is a fixed handful (a test's two or three
+# steps), not a run whose memory grows step after step.
+FEW_STEPS = 8
+
+
+def few_steps(loop: Loop) -> bool:
+    """`for i in range(3)`, `for lr in (0.1, 0.01)`: a literal, small number of iterations."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    it = node.iter
+    if isinstance(it, (cst.List, cst.Tuple)):
+        return len(it.elements) <= FEW_STEPS
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and 1 <= len(it.args) <= 2:
+        stop = it.args[-1].value
+        start = it.args[0].value if len(it.args) == 2 else cst.Integer("0")
+        if isinstance(stop, cst.Integer) and isinstance(start, cst.Integer):
+            return int(stop.value) - int(start.value) <= FEW_STEPS
+    return False
+
+
 def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:
     """Does `name` hold a value from before the loop (an accumulator, a list, self.x)?"""
     if name in flow.params or name.startswith("self."):

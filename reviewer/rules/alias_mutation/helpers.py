@@ -46,7 +46,7 @@ class WriteThroughAlias(Rule):
                         continue
                     if pair.writer_bind is not None and pair.writer_bind.expr is not None and flow.value(pair.writer_bind.expr).via not in self.VIAS:
                         continue  # `v = out` then `v = v.narrow(...)` in a loop: what reaches the write is the view
-                    if pair.holder_bind is not None and _a_new_buffer(pair.holder_bind.expr) and _a_region(write):
+                    if pair.holder_bind is not None and _a_new_buffer(pair.holder_bind.expr) and _a_region(write, pair.writer_bind):
                         continue  # `out = torch.zeros(...)`, filled block by block through `out.reshape(...)[i] = v`
                     fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
                     yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
@@ -89,15 +89,23 @@ class WriteThroughAlias(Rule):
 _BUFFER_FACTORIES = frozenset("zeros empty full ones zeros_like empty_like full_like ones_like new_zeros new_empty new_full new_ones".split())
 
 
+# Calls that move or relabel a new buffer without filling it: `torch.empty(n).to(device).detach()`.
+_PLACING = frozenset("to cuda cpu detach contiguous requires_grad_ float half double bfloat16 pin_memory".split())
+
+
 def _a_new_buffer(expr: cst.BaseExpression | None) -> bool:
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _PLACING:
+        expr = expr.func.value
     return isinstance(expr, cst.Call) and dotted(expr.func).rpartition(".")[2] in _BUFFER_FACTORIES
 
 
-def _a_region(write: Write) -> bool:
-    """The write fills a part of what it writes through (`v[i] = x`, `v[i].copy_(x)`), not
-    all of it (`v += 1`)."""
+def _a_region(write: Write, writer_bind: Bind | None) -> bool:
+    """The write fills a part of the buffer (`v[i] = x`, `v[i].copy_(x)`, or all of `v =
+    buf[a:b]`), not all of it (`v += 1` with `v = buf`)."""
     node = write.node
     if isinstance(node, cst.AssignTarget | cst.Subscript):
+        return True
+    if writer_bind is not None and isinstance(writer_bind.expr, cst.Subscript):
         return True
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Subscript)
 

@@ -47,6 +47,24 @@ class WriteThroughDetachOrData(WriteThroughAlias):
         Valid(
             """
             import torch
+
+
+            class SlowMo:
+                def init_old_params(self, params: list[torch.Tensor], length: int, device: torch.device):
+                    self.old_params = torch.empty(length).to(device).detach()
+                    offset = 0
+                    for p in params:
+                        n = p.numel()
+                        current_p_old = self.old_params[offset:offset + n]
+                        current_p_old.copy_(p.view(-1))
+                        offset += n
+                    self.momentum = torch.zeros_like(self.old_params).detach()
+            """,
+            "a new buffer filled slice by slice: each slice is written once, on purpose",
+        ),
+        Valid(
+            """
+            import torch
             from torch import nn
             def fuse_bn(conv: nn.Conv2d, bn: nn.BatchNorm2d):
                 bias = conv.bias.data

@@ -8,7 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, loop_of, outermost_loop, training_loop
+from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, outermost_loop, training_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -161,7 +161,7 @@ class StoredAttachedTensor(Rule):
             if loop is None and not persistent:
                 continue
             outer = outermost_loop(flow, store) or loop
-            if loop is not None and not persistent and not (training_loop(flow, outer) and bound_outside(flow, container, loop)):
+            if loop is not None and not persistent and (not (training_loop(flow, outer) and bound_outside(flow, container, loop)) or few_steps(outer)):
                 continue
             if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
                 continue

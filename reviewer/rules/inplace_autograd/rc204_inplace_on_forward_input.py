@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.guesses import LABEL_PARAMETER, OUTPUT_NAME
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import returns_argument
 from review_copies.analysis.queries.intent import deliberate_write, in_place_module
@@ -56,6 +57,22 @@ class InplaceOnForwardInput(Rule):
     recipes = ("backward", "input-mutation")
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class MixUp(nn.Module):
+                def __init__(self, alpha: float):
+                    super().__init__()
+                    self.beta = torch.distributions.beta.Beta(alpha, alpha)
+                def forward(self, x_video: torch.Tensor, labels: torch.Tensor):
+                    lam = self.beta.sample()
+                    flipped = x_video.flip(0).mul_(1.0 - lam)
+                    x_video.mul_(lam).add_(flipped)
+                    return x_video, labels
+            """,
+            "a transform given the labels too mixes a batch from the data loader: no layer saved it",
+        ),
         Valid(
             """
             import torch
@@ -142,6 +159,9 @@ class InplaceOnForwardInput(Rule):
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         if not flow.is_forward or in_place_module(flow):
             return
+        # A forward given the labels too transforms a data batch (MixUp); a loss given them
+        # still gets the model's output, which a layer may have saved.
+        with_labels = any(LABEL_PARAMETER.search(p) for p in flow.params)
         inputs = {roots.argument(p) for p, v in flow.params.items() if v.kind is Kind.TENSOR}
         for write in flow.of(Write):
             if write.no_grad or write.opted_in or deliberate_write(write) or not write.target.roots & inputs or not write.target.certain:
@@ -149,6 +169,8 @@ class InplaceOnForwardInput(Rule):
             if write.op.startswith("[...]") or saved_before(flow, write) is not None:
                 continue  # masking entries is common and mostly harmless; a saved tensor is RC201's
             arg = sorted(r[4:] for r in write.target.roots & inputs)[0]
+            if with_labels and not OUTPUT_NAME.search(arg):
+                continue
             if not returns_argument(flow, arg):
                 continue  # the module's output is something else: the write is a local detail
             message = (
