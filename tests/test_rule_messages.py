@@ -170,6 +170,7 @@ class Agent:
     def act(self, obs):
         {before}obs = torch.FloatTensor(obs).to(self.device)
         obs = obs.unsqueeze(0)
+        obs.clamp_(-1.0, 1.0)
         return self.actor(obs)
 """
 
@@ -177,6 +178,7 @@ class Agent:
 def test_what_a_parameter_holds_is_read_off_its_uses_before_it_is_rebound() -> None:
     # drq's agent: `obs.unsqueeze(0)` is a use of the tensor `torch.FloatTensor(obs)` made, not
     # evidence that the caller passed a tensor (an environment's observation is an ndarray).
+    # With a tensor passed, the clamp writes through the alias into the caller's observation.
     assert _messages(ACT.format(before=""), "RC302") == []
     assert len(_messages(ACT.format(before="obs.mul_(2)\n        "), "RC302")) == 1
 
@@ -270,3 +272,47 @@ def test_a_forward_given_labels_still_may_not_write_into_the_model_output() -> N
             return logits
     """
     assert len(_messages(loss, "RC204")) == 1
+
+
+
+# tianshou's collector (read in the seventeenth untuned round).
+SHALLOW = """
+from copy import copy
+
+import numpy as np
+import torch
+
+from tianshou.data import Batch
+
+
+def _HACKY_create_info_batch(info_array: np.ndarray) -> Batch:
+    if info_array.dtype != np.dtype("O"):
+        raise ValueError(
+            f"Expected info_array to have dtype=object, but got {info_array.dtype}.",
+        )
+
+    truthy_info_indices = info_array.nonzero()[0]
+    falsy_info_indices = set(range(len(info_array))) - set(truthy_info_indices)
+    falsy_info_indices = np.array(list(falsy_info_indices), dtype=int)
+
+    if len(falsy_info_indices) == len(info_array):
+        return Batch()
+
+    some_nonempty_info = None
+    for info in info_array:
+        if info:
+            some_nonempty_info = info
+            break
+
+    info_array = copy(info_array)
+    info_array[falsy_info_indices] = some_nonempty_info
+    result_batch_parent = Batch(info=info_array)
+    result_batch_parent.info[falsy_info_indices] = {}
+    return result_batch_parent.info
+"""
+
+
+def test_copy_copy_of_an_array_copies_its_data() -> None:
+    # `copy.copy` of an ndarray copies the data (of a tensor it shares the storage: measured
+    # with torch 2.13), so the write after it stays in the function.
+    assert _messages(SHALLOW, "RC102") == []

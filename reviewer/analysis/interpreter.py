@@ -17,7 +17,7 @@ from review_copies.analysis.context import State, join_states
 from review_copies.analysis.events import Accumulate, FunctionFlow, Loop, Return
 from review_copies.analysis.guesses import usage_evidence
 from review_copies.analysis.narrowing import narrow
-from review_copies.analysis.queries.callers import called_only_under_no_grad
+from review_copies.analysis.queries.callers import called_only_under_no_grad, under_grad_off_fixture
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.syntax import bound_names, dotted, names_in, opt_in_arm, statement_bodies
@@ -36,7 +36,7 @@ class Interpreter(Assignments):
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
                 self.no_grad += 1
-        if not self.no_grad and self.scope is not None and called_only_under_no_grad(self.file, self.scope):
+        if not self.no_grad and self.scope is not None and (called_only_under_no_grad(self.file, self.scope) or under_grad_off_fixture(self.file, self.scope)):
             self.no_grad = self.no_grad_from_callers = 1  # a helper every caller in the file runs under no_grad
         parameters.bind(self, fn)
         self.block(list(statement_bodies(fn)))

@@ -129,6 +129,61 @@ def called_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
     return bool(sites) and all(contexts[call].no_grad for call in sites)
 
 
+def under_grad_off_fixture(file: ParsedFile, scope: Scope) -> bool:
+    """A test that takes a pytest fixture of this file which yields inside `with
+    torch.inference_mode():` (or `no_grad`) runs its whole body with autograd off."""
+    node = scope.node
+    if not isinstance(node, cst.FunctionDef) or "fixture" not in file.text:
+        return False
+    fixtures = file.once("grad-off fixtures", lambda: _grad_off_fixtures(file.module))
+    return any(p.name.value in fixtures for p in node.params.params)
+
+
+def _grad_off_fixtures(module: cst.Module) -> frozenset[str]:
+    found: set[str] = set()
+    for stmt in module.body:
+        if not isinstance(stmt, cst.FunctionDef):
+            continue
+        name = _fixture_name(stmt)
+        if name is None:
+            continue
+
+        class Yields(cst.CSTVisitor):
+            def __init__(self) -> None:
+                self.depth = 0
+                self.found = False
+
+            def visit_With(self, node: cst.With) -> None:
+                self.depth += any(_turns_grad_off(item.item) for item in node.items)
+
+            def leave_With(self, original_node: cst.With) -> None:
+                self.depth -= any(_turns_grad_off(item.item) for item in original_node.items)
+
+            def visit_Yield(self, node: cst.Yield) -> None:
+                self.found = self.found or self.depth > 0
+
+        yields = Yields()
+        stmt.visit(yields)
+        if yields.found:
+            found.add(name)
+    return frozenset(found)
+
+
+def _fixture_name(fn: cst.FunctionDef) -> str | None:
+    """The name tests ask a pytest fixture by: `name=` of `@pytest.fixture(...)`, or its own."""
+    for decorator in fn.decorators:
+        expr = decorator.decorator
+        call = expr if isinstance(expr, cst.Call) else None
+        if dotted(call.func if call is not None else expr).rpartition(".")[2] != "fixture":
+            continue
+        for arg in call.args if call is not None else ():
+            if arg.keyword is not None and arg.keyword.value == "name" and isinstance(arg.value, cst.SimpleString):
+                value = arg.value.evaluated_value
+                return value if isinstance(value, str) else fn.name.value
+        return fn.name.value
+    return None
+
+
 def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
     """Every call of this function in the repository, outside the tests, runs with autograd
     off (the index follows callers a few calls up): nothing it computes is attached to a

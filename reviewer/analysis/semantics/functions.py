@@ -41,6 +41,9 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         element = first.element.but(roots=cx.new_root(node, "copy"), via="", certain=True) if first.element is not None else None
         return first.but(roots=cx.new_root(node, "copy"), via="", certain=True, fresh=True, element=element, items=None)
     if qual == "copy.copy":
+        if first.kind is Kind.NDARRAY:
+            # ndarray.__copy__ copies the data (a tensor's shares its storage: measured).
+            return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
         return first.but(fresh=False, roots=first.roots | cx.new_root(node, "shallow"), via=first.via or "shallow-copy")
     if qual == "torch.device":
         return Value(kind=Kind.DEVICE, grad=Tri.NO, device=cx.device_of(first))

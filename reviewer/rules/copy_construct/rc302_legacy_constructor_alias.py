@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from review_copies.analysis.events import Call, FunctionFlow, Write
+import libcst as cst
+
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Return, Write
 from review_copies.analysis.rewrite import chain
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
@@ -12,9 +14,11 @@ from review_copies.analysis.syntax import code_of
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
-# The dtype each legacy constructor accepts without raising.
+# The dtype each typed legacy constructor accepts without raising (measured, torch 2.13).
+# `torch.Tensor(t)` accepts every dtype and keeps it: an int64 or float64 `t` comes back as
+# itself, not converted to float32.
 _DTYPES = {
-    "Tensor": "float32", "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
     "ByteTensor": "uint8", "CharTensor": "int8", "ShortTensor": "int16", "IntTensor": "int32", "LongTensor": "int64", "BoolTensor": "bool",
 }
 
@@ -29,7 +33,8 @@ class LegacyConstructorAlias(Rule):
     They read like a copy but are not one: for a tensor argument of the right type they
     return an alias of `t` (torch 2.13: `AliasBackward0`) that shares its memory, its
     version counter and its graph, so an in-place write through either name changes
-    both; for any other dtype they raise a `TypeError`. Code that meant a snapshot keeps
+    both; a typed constructor given any other dtype raises a `TypeError`, and
+    `torch.Tensor(t)` keeps whatever dtype `t` has (it converts nothing to float32). Code that meant a snapshot keeps
     a reference. A temporary no other name holds (`torch.Tensor(torch.zeros(n))`) shares
     nothing and is not reported.
 
@@ -64,6 +69,14 @@ class LegacyConstructorAlias(Rule):
     recipes = ("alias", "raises")
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def get_box_center(bbox_xywh: torch.Tensor) -> torch.Tensor:
+                return torch.FloatTensor(bbox_xywh[:2]) + torch.FloatTensor(bbox_xywh[2:]) / 2.0
+            """,
+            "a typed constructor's alias that is only read: a float32 box changes nothing, any other dtype raises at once",
+        ),
         Valid(
             """
             import torch
@@ -164,16 +177,27 @@ class LegacyConstructorAlias(Rule):
             if arg.keyword is not None or arg.star or not event.args or not event.args[0].is_tensor:
                 continue
             ctor = next(q for q in event.qualnames if q in api.LEGACY_CONSTRUCTORS).replace("torch.", "", 1)
-            dtype = _DTYPES.get(ctor.rpartition(".")[2])
-            if event.args[0].fresh and event.args[0].dtype in (None, dtype):
+            plain = ctor.rpartition(".")[2] == "Tensor"
+            dtype = "float32" if plain else _DTYPES.get(ctor.rpartition(".")[2])
+            source = event.args[0]
+            if source.fresh and source.dtype in (None, dtype):
                 continue  # `torch.Tensor(torch.zeros(n))`: an alias of a temporary nobody else holds shares nothing
-            if event.args[0].dtype == dtype and not _written_after(flow, event, event.args[0].roots):
+            written = _written_after(flow, event, source.roots)
+            if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
+            if not plain and source.dtype is None and not written and not _handed_back(flow, event):
+                # A typed constructor, an unknown dtype, no write, and the alias only read here
+                # (`torch.FloatTensor(b[:2]) + ...`): a dtype that differs raises at once.
+                continue
             what = code_of(arg.value)
+            dtype_note = (
+                f"and it keeps `{what}`'s dtype (`torch.Tensor` converts a tensor to nothing, float32 included)"
+                if plain else "and a different dtype raises TypeError"
+            )
             message = (
                 f"`torch.{ctor}({what})` does not copy: it returns an alias of `{what}` that shares "
                 f"its memory, version counter and graph, so in-place writes through either name "
-                f"change both (and a different dtype raises TypeError). Use `{what}.detach().clone()` "
+                f"change both, {dtype_note}. Use `{what}.detach().clone()` "
                 f"for a copy, or `{what}` itself if sharing is meant."
             )
             yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))
@@ -182,3 +206,14 @@ class LegacyConstructorAlias(Rule):
 def _written_after(flow: FunctionFlow, event: Call, roots: frozenset) -> bool:
     """An in-place write that may run after the constructor into the memory it aliases."""
     return any(isinstance(e, Write) and overlaps(e.target.roots, roots) for e in flow.after(event))
+
+
+def _handed_back(flow: FunctionFlow, event: Call) -> bool:
+    """The alias leaves the function as it is (`return torch.Tensor(t)`, or a name bound to
+    it and returned), where the caller may take it for a copy and write into it."""
+    bound = {b.name for b in flow.of(Bind) if b.expr is event.call}
+    for ret in flow.of(Return):
+        value = ret.value_node
+        if value is event.call or (isinstance(value, cst.Name) and value.value in bound):
+            return True
+    return False

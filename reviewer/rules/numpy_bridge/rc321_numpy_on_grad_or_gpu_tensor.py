@@ -60,6 +60,21 @@ class NumpyOnGradOrGpuTensor(Rule):
     VALID = (
         Valid(
             """
+            import pytest
+            import torch
+            @pytest.fixture(name="ctx")
+            def _ctx():
+                with torch.inference_mode():
+                    yield object()
+            def test_linear(ctx):
+                model = torch.nn.Linear(4, 2)
+                y = model(torch.ones(1, 4)).numpy()
+                assert y.shape == (1, 2)
+            """,
+            "the test takes a fixture that yields inside `torch.inference_mode()`: its body runs with autograd off",
+        ),
+        Valid(
+            """
             import numpy as np
             import torch
             expected = [[1.0, 1.25], [1.5, 1.75]]
