@@ -316,3 +316,26 @@ def test_copy_copy_of_an_array_copies_its_data() -> None:
     # `copy.copy` of an ndarray copies the data (of a tensor it shares the storage: measured
     # with torch 2.13), so the write after it stays in the function.
     assert _messages(SHALLOW, "RC102") == []
+
+
+REFERENCE = """
+import torch
+
+
+def check(loss_func, points: list, pairs, dtypes):
+    embeddings = torch.tensor(points, requires_grad=True)
+    {outside}for dtype in dtypes:
+        loss = loss_func(embeddings.to(dtype))
+        loss.backward()
+        {inside}for a, p in pairs:
+            total += torch.matmul(embeddings[a], embeddings[p])
+        assert torch.isclose(loss, total)
+"""
+
+
+def test_a_sum_started_afresh_in_each_step_does_not_keep_graphs_across_steps() -> None:
+    # metric-learning's reference losses: the sum over pairs is reset in every step of the
+    # loop that backpropagates, so no graph outlives its step.
+    assert _messages(REFERENCE.format(outside="", inside="total = 0\n        "), "RC251") == []
+    # Started once before the steps, it keeps every step's graph.
+    assert len(_messages(REFERENCE.format(outside="total = 0\n    ", inside=""), "RC251")) == 1

@@ -201,6 +201,17 @@ def _base_writes(parsed: ParsedFile, fn: cst.FunctionDef) -> frozenset[str]:
     return frozenset(written & params)
 
 
+def _as_renamed(written: frozenset[str], old: cst.CSTNode, new: cst.CSTNode) -> frozenset[str]:
+    """The base's written parameters under the new version's names: a change that renames
+    `Q` to `q` in the same position keeps writing the same argument."""
+    if not isinstance(old, cst.FunctionDef) or not isinstance(new, cst.FunctionDef):
+        return written
+    before = [p.name.value for p in (*old.params.posonly_params, *old.params.params)]
+    after = [p.name.value for p in (*new.params.posonly_params, *new.params.params)]
+    renamed = {after[i] for i, name in enumerate(before) if name in written and i < len(after)}
+    return written | frozenset(renamed)
+
+
 def _functions(parsed: ParsedFile) -> dict[str, Scope]:
     return {s.qualname: s for s in parsed.scopes if s.kind in ("function", "method")}
 
@@ -250,5 +261,6 @@ def compare(after: ParsedFile, before: ParsedFile, changed: frozenset[int]) -> d
             if plain is not None and plain in old_codes:
                 target = (_AUG.match(stmt.code) or _INPLACE_CALL.match(stmt.code)).group(1)  # type: ignore[union-attr]
                 made.append(MadeInPlace(stmt.line, target, plain))
-        out[qualname] = FunctionChange(qualname, False, tuple(dropped), tuple(made), _base_writes(before, old.node), tuple(constructed))
+        base_writes = _as_renamed(_base_writes(before, old.node), old.node, scope.node)
+        out[qualname] = FunctionChange(qualname, False, tuple(dropped), tuple(made), base_writes, tuple(constructed))
     return out

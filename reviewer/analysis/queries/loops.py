@@ -17,6 +17,17 @@ def outermost_loop(flow: FunctionFlow, event: Event) -> Loop | None:
     return flow.loops.get(event.loops[0]) if event.loops else None
 
 
+def step_loop(flow: FunctionFlow, event: Event) -> Loop | None:
+    """The innermost loop around the event whose iterations are training or evaluation steps
+    (`for batch in loader`, a loop that backpropagates): what outlives one of its iterations
+    outlives a step. A loop over pairs or heads inside one step is not it."""
+    for loop_id in reversed(event.loops):
+        loop = flow.loops.get(loop_id)
+        if loop is not None and training_loop(flow, loop):
+            return loop
+    return None
+
+
 def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
     """A loop over training or evaluation steps: it backpropagates or steps an optimizer, or
     iterates a data loader. None is inside a module's `forward`: a loop there (over

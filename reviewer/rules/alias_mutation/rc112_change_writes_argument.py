@@ -67,6 +67,25 @@ class ChangeWritesArgument(Rule):
         Valid(
             """
             import torch
+            def sinkhorn(q: torch.Tensor, num_iters: int) -> torch.Tensor:
+                q /= torch.sum(q)
+                for _ in range(num_iters):
+                    q *= (1.0 / torch.sum(q, dim=1)).unsqueeze(1)
+                return q.t()
+            """,
+            "the change renames `Q` to `q`: the base version already wrote into that same argument",
+            before="""
+            import torch
+            def sinkhorn(Q: torch.Tensor, num_iters: int) -> torch.Tensor:
+                Q /= torch.sum(Q)
+                for _ in range(num_iters):
+                    Q *= (1.0 / torch.sum(Q, dim=1)).unsqueeze(1)
+                return Q.t()
+            """,
+        ),
+        Valid(
+            """
+            import torch
             def step_(w, g, lr):
                 w.sub_(lr * g)
             """,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from review_copies.analysis.events import Accumulate, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, outermost_loop, training_loop
+from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, step_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -200,10 +200,11 @@ class AccumulatedAttachedTensor(Rule):
                 continue
             if persistent and loop is None and _rebound_this_call(flow, acc):
                 continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's value, reshaped
-            outer = (outermost_loop(flow, acc) or loop) if loop is not None else None
-            # Sums over layers or heads inside one forward are part of the graph on purpose:
-            # only accumulation across training steps (or across calls, on self) retains graphs.
-            if outer is not None and not persistent and (not (training_loop(flow, outer) and bound_outside(flow, acc.name, loop)) or few_steps(outer)):
+            # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
+            # only accumulation across training steps (or across calls, on self) retains graphs,
+            # so the sum must have been started before the step loop, not reset in each step.
+            outer = step_loop(flow, acc) if loop is not None else None
+            if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
                 continue
             what = short_code(acc.value_node)
             where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"

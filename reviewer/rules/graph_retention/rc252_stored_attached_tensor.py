@@ -8,7 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, outermost_loop, training_loop
+from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, step_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -160,13 +160,14 @@ class StoredAttachedTensor(Rule):
             persistent = container.startswith("self.") and store.how in ("append", "extend", "insert")
             if loop is None and not persistent:
                 continue
-            outer = outermost_loop(flow, store) or loop
-            if loop is not None and not persistent and (not (training_loop(flow, outer) and bound_outside(flow, container, loop)) or few_steps(outer)):
+            # The list must outlive a step: made before the step loop, not anew in each step.
+            outer = step_loop(flow, store) if loop is not None else None
+            if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
                 continue
             if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
                 continue
             what = short_code(store.value_node)
-            where = f"on every iteration of the loop at line {loop.start}" if loop is not None else "on every call"
+            where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call"
             freed = _backward_through(flow, store, loop)
             kept = (
                 f"its step's graph nodes alive (`backward()` at line {freed} freed the saved activations, not the nodes), so memory "

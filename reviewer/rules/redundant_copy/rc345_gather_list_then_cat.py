@@ -55,6 +55,19 @@ class GatherListThenCat(Rule):
         Valid(
             """
             import torch
+            def all_gather_others(x: torch.Tensor):
+                world_size = torch.distributed.get_world_size()
+                rank = torch.distributed.get_rank()
+                x_list = [torch.ones_like(x) for _ in range(world_size)]
+                torch.distributed.all_gather(x_list, x.contiguous())
+                x_list.pop(rank)
+                return torch.cat(x_list, dim=0)
+            """,
+            "the own rank's piece is dropped before the `cat`: it joins the others, not what was gathered",
+        ),
+        Valid(
+            """
+            import torch
             def gather(tensor: torch.Tensor, backend: str, world: int):
                 gather_op = torch.distributed.all_gather_into_tensor
                 def gather_one(t: torch.Tensor):
@@ -180,6 +193,16 @@ def _pieces_set(flow: FunctionFlow, parts: str) -> list[int]:
         def visit_Assign(self, assign: cst.Assign) -> None:
             if any(isinstance(t.target, cst.Subscript) and name_of(t.target.value) == parts for t in assign.targets):
                 found.append(flow.file.line_of(assign))
+
+        def visit_Call(self, call: cst.Call) -> None:
+            # `parts.pop(rank)`: the cat joins the other ranks' pieces, not what was gathered.
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("pop", "remove", "insert", "append", "extend") and name_of(func.value) == parts:
+                found.append(flow.file.line_of(call))
+
+        def visit_Del(self, node: cst.Del) -> None:
+            if isinstance(node.target, cst.Subscript) and name_of(node.target.value) == parts:
+                found.append(flow.file.line_of(node))
 
     node.visit(Find())
     return found

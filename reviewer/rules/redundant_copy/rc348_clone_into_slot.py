@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Write
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -48,6 +48,22 @@ class CloneIntoSlot(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            class SwAVLoss(nn.Module):
+                def __init__(self, queue: torch.Tensor):
+                    super().__init__()
+                    self.queue = queue
+                def forward(self, embedding: torch.Tensor, queue: torch.Tensor, n: int):
+                    for i in range(queue.shape[0]):
+                        queue[i, n:] = self.queue[i, :-n].clone()
+                        queue[i, :n] = embedding[i * n : (i + 1) * n]
+                    return queue
+            """,
+            "`queue` is most likely `self.queue` (one name for one ring buffer): shifting it into itself needs the copy",
+        ),
+        Valid(
+            """
+            import torch
             def f(obs: torch.Tensor):
                 history = []
                 history.append(obs.clone())
@@ -84,8 +100,23 @@ class CloneIntoSlot(Rule):
             base = clone_receiver(stmt.value)
             if base is None or flow.value(base).roots & write.target.roots:
                 continue  # `x[:, 1:] = x[:, :-1].clone()`: source and target overlap, the clone is needed
+            if _same_stem(base, write.target_node):
+                continue  # `queue[i, n:] = self.queue[i, :-n].clone()`: the caller passes `queue=self.queue`
             message = (
                 f"`{short_code(stmt)}` copies twice: assigning into a slice of the tensor `{short_code(write.target_node)}` already copies "
                 f"the values into its memory, so `.clone()` makes a full copy that is freed at once. Assign `{short_code(base)}` itself."
             )
             yield Hit(write.node, message, (stmt.value, base))
+
+
+def _same_stem(source: cst.BaseExpression, target: cst.BaseExpression) -> bool:
+    """The tensors sliced on both sides go by one name (`queue`, `self.queue`): most likely
+    the same buffer, shifted into itself, where the copy keeps the overlap correct."""
+
+    def stem(expr: cst.BaseExpression) -> str:
+        while isinstance(expr, (cst.Subscript, cst.Call)):
+            expr = expr.value if isinstance(expr, cst.Subscript) else expr.func
+        return dotted(expr).rpartition(".")[2]
+
+    left, right = stem(source), stem(target)
+    return bool(left) and left == right
