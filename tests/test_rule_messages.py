@@ -339,3 +339,17 @@ def test_a_sum_started_afresh_in_each_step_does_not_keep_graphs_across_steps() -
     assert _messages(REFERENCE.format(outside="", inside="total = 0\n        "), "RC251") == []
     # Started once before the steps, it keeps every step's graph.
     assert len(_messages(REFERENCE.format(outside="total = 0\n    ", inside=""), "RC251")) == 1
+
+
+def test_a_whole_tensor_cloned_into_a_slot_of_a_namesake_buffer_is_still_a_double_copy() -> None:
+    # `self.obs[t] = obs.clone()`: the argument is another tensor than the buffer it shares a
+    # name with; only a slice of the buffer shifted into itself needs the copy.
+    rollout = """
+    import torch
+    class Rollout:
+        def __init__(self, steps: int, dim: int):
+            self.obs = torch.zeros(steps, dim)
+        def insert(self, t: int, obs: torch.Tensor):
+            self.obs[t] = obs.clone()
+    """
+    assert len(_messages(rollout, "RC348")) == 1

@@ -110,13 +110,15 @@ class CloneIntoSlot(Rule):
 
 
 def _same_stem(source: cst.BaseExpression, target: cst.BaseExpression) -> bool:
-    """The tensors sliced on both sides go by one name (`queue`, `self.queue`): most likely
-    the same buffer, shifted into itself, where the copy keeps the overlap correct."""
+    """Both sides are slices of tensors that go by one name (`queue`, `self.queue`): most
+    likely the same buffer, shifted into itself, where the copy keeps the overlap correct."""
 
     def stem(expr: cst.BaseExpression) -> str:
         while isinstance(expr, (cst.Subscript, cst.Call)):
             expr = expr.value if isinstance(expr, cst.Subscript) else expr.func
         return dotted(expr).rpartition(".")[2]
 
+    if not isinstance(source, cst.Subscript):
+        return False  # `self.obs[t] = obs.clone()`: a whole other tensor, not a shift within one
     left, right = stem(source), stem(target)
     return bool(left) and left == right
