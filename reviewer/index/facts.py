@@ -69,7 +69,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             returns.add(node.value.id)
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
-        "reads": _only_read(fn, params), "mutates": _mutates(fn), "grad_off": _grad_off(fn), "stub": _stub(fn),
+        **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn),
     }
 
 
@@ -82,23 +82,23 @@ _LOOKUPS = frozenset(
 _LOOKING = frozenset("len isinstance sorted list tuple dict set iter enumerate zip any all print str repr".split())
 # Methods that change a mapping, a list or a set in place.
 _CONTAINER_WRITES = frozenset("update pop popitem setdefault clear append extend insert remove add discard sort reverse".split())
-
-
 # Calls that change a model's tensors whatever they are handed: a training step, a load.
 _CHANGING_CALLS = frozenset("step backward load_state_dict set_ fit train_step training_step".split())
 
 
-def _mutates(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether the function itself may change a tensor in place: an in-place method or a write
+def _changes(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[str]) -> Facts:
+    """`reads`: the parameters the function only looks into (`_only_read`); `mutates`:
+    whether the function itself may change a tensor in place: an in-place method or a write
     into an item or attribute of anything but a container it built, an `out=`, an optimizer
     step, a backward, a `load_state_dict` (what the functions it calls do is theirs)."""
     if _writes_anything(fn):
-        return True
-    return any(
+        return {"reads": [], "mutates": True}
+    mutates = any(
         isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
         and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in _CHANGING_CALLS
         for node in ast.walk(fn)
     )
+    return {"reads": _only_read(fn, params), "mutates": mutates}
 
 
 def _writes_anything(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -118,19 +118,17 @@ def _writes_anything(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _only_read(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[str]) -> list[str]:
-    """The parameters the function (nested functions included) only looks into: it writes
-    nothing in place anywhere, and each of these is only indexed (`d[k]`), asked for its
-    keys or items, or handed to a builtin that looks (`len(d)`). Anything else (passed to
-    another call, bound to another name, a method of its own) may change it."""
-    if _writes_anything(fn):
-        return []
+    """The parameters a function that writes nothing in place (nested functions included)
+    only looks into: each is only indexed (`d[k]`), asked for its keys or items, or handed
+    to a builtin that looks (`len(d)`). Anything else (passed to another call, bound to
+    another name, a method of its own) may change it."""
     parents = {child: node for node in ast.walk(fn) for child in ast.iter_child_nodes(node)}
-    found = []
-    for name in params:
-        uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name]
-        if all(_looked_into(use, parents) for use in uses):  # (one never used is not changed either)
-            found.append(name)
-    return found
+    uses: dict[str, list[ast.Name]] = {}
+    for node in parents:
+        if isinstance(node, ast.Name):
+            uses.setdefault(node.id, []).append(node)
+    # (one never used is not changed either)
+    return [name for name in params if all(_looked_into(use, parents) for use in uses.get(name, ()))]
 
 
 def _own_containers(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:

@@ -131,16 +131,20 @@ class RepoIndex:
                 seen = seen or not is_test_path(path)
         return True if seen else None
 
+    def _functions(self, name: str) -> Iterator[Facts]:
+        """Every module-level definition of the function `name` in the repository."""
+        for path in self._paths(f"def {name}("):
+            fn = (self.facts(path) or {}).get("functions", {}).get(name)
+            if fn is not None:
+                yield fn
+
     def only_reads(self, name: str, position: int | None, keyword: str | None) -> bool:
         """Whether every definition of the function `name` in the repository (one at least)
         only looks into the argument at `position` or passed as `keyword` (the index's
         `reads`: no write anywhere in the body, and the argument only indexed or asked for
         its items)."""
         found = False
-        for path in self._paths(f"def {name}("):
-            fn = (self.facts(path) or {}).get("functions", {}).get(name)
-            if fn is None:
-                continue
+        for fn in self._functions(name):
             param = keyword if keyword is not None else (fn["params"][position] if position is not None and position < len(fn["params"]) else None)
             if param is None or param not in fn.get("reads", ()):
                 return False
@@ -153,10 +157,7 @@ class RepoIndex:
         optimizer step, backward or `load_state_dict` (the index's `mutates`). What the
         functions it calls do is not followed."""
         found = False
-        for path in self._paths(f"def {name}("):
-            fn = (self.facts(path) or {}).get("functions", {}).get(name)
-            if fn is None:
-                continue
+        for fn in self._functions(name):
             if fn.get("mutates", True):
                 return False
             found = True
