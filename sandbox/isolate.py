@@ -381,6 +381,15 @@ def new_session_keyring() -> None:
     _libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None)
 
 
+def _mapped_bytes() -> int:
+    """This process's address space (0 when /proc cannot say)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def set_limits(limits: Limits, cuda: bool) -> None:
     def cap(kind: int, soft: int, hard: int | None = None) -> None:
         hard = soft if hard is None else hard
@@ -392,7 +401,11 @@ def set_limits(limits: Limits, cuda: bool) -> None:
     # Soft below hard: SIGXCPU first (the default action kills), SIGKILL a second later.
     cap(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1)
     if not cuda:
-        cap(resource.RLIMIT_AS, limits.memory_bytes)
+        # On top of what the probe already maps: a CUDA build of torch maps gigabytes of
+        # libraries at import, and a cap of the whole address space then fails a CPU probe's
+        # first few allocations (measured on an H200 machine, torch 2.11+cu130). Resident
+        # memory, which is what the cap is for, is bounded by the tree monitor.
+        cap(resource.RLIMIT_AS, _mapped_bytes() + limits.memory_bytes)
     cap(resource.RLIMIT_FSIZE, limits.file_bytes)
     cap(resource.RLIMIT_NOFILE, limits.open_files)
     cap(resource.RLIMIT_CORE, 0)

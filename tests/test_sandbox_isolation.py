@@ -380,6 +380,50 @@ def test_the_memory_cap_binds_the_probes_processes_together() -> None:
     assert _probe_processes(sb.info.caps.probe_uid) == [], "a forked process outlived its probe"
 
 
+BIG_BUFFER = """
+import torch
+def norm(x):
+    scratch = torch.ones(150_000_000)
+    y = x.float()
+    y -= y.mean()
+    return y + scratch[0]
+"""
+
+
+def test_the_memory_cap_is_memory_the_probe_may_use_beyond_the_worker() -> None:
+    """A probe may fill its whole budget whatever torch already maps in the worker (a CUDA
+    build maps gigabytes of libraries): 600 MB filled under a 1 GiB cap is confirmed, not
+    stopped by an address-space limit that counted torch's own mappings."""
+    sb = worker()
+    saved = sb.limits
+    sb.limits = Limits(wall_seconds=90, cpu_seconds=15, memory_bytes=1 << 30)
+    try:
+        f, text = finding(BIG_BUFFER, 5, "alias-mutation", fix="y = x.float().clone()", path="bigbuffer.py")
+        v = Verifier(sb, "cpu", io.StringIO()).verification(f, text, ["cpu"])
+    finally:
+        sb.limits = saved
+    assert v.status is Status.CONFIRMED, v.evidence
+
+
+ASKS_ITS_USER = """
+import getpass
+import torch
+def norm(x):
+    owner = getpass.getuser()
+    y = x.float()
+    y -= y.mean()
+    return y, owner
+"""
+
+
+def test_a_probe_can_ask_who_it_runs_as() -> None:
+    """The probe's uid has no passwd entry; code that asks for its user name (torch's
+    inductor does, on the first import of torch._dynamo) is still verified."""
+    f, text = finding(ASKS_ITS_USER, 6, "alias-mutation", fix="y = x.float().clone()", path="asksuser.py")
+    v = Verifier(worker(), "cpu", io.StringIO()).verification(f, text, ["cpu"])
+    assert v.status is Status.CONFIRMED, v.evidence
+
+
 def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:
     with Sandbox(Limits(wall_seconds=60, cpu_seconds=2), isolation="none", unsafe_local=True) as sb:
         assert sb.info.isolation.network.startswith("not isolated: ")

@@ -23,6 +23,12 @@ def main(request_path: str, result_fd: int) -> None:
         else:
             # Keep a runaway probe from taking the whole GPU from the user's other work.
             torch.cuda.set_per_process_memory_fraction(0.25)
+            # Before the subject's code, as the warm worker does: an optimizer's first step
+            # imports it otherwise, and an import that fails half-way there (measured on
+            # torch 2.11+cu130, when the probe had no user name) cannot be retried: torch
+            # then raises "Artifact of type=precompile already registered" at every step.
+            import torch._dynamo
+
             from review_copies.sandbox.worker import check
 
             answer = protocol.ProbeAnswer(ok=True, result=check.run(request))

@@ -29,6 +29,8 @@ from review_copies.sandbox import isolate, protocol
 
 REQUEST_CAP = 64 << 20
 STDERR_TAIL = 2000
+# The name a probe sees as its user (its uid is one no account has).
+PROBE_USER = "review-copies-probe"
 
 
 def _need_paths() -> list[str]:
@@ -250,7 +252,10 @@ class Zygote:
             os.dup2(err_w, 1)
             os.dup2(err_w, 2)
             isolate.enter_probe(self.caps, workdir, limits, cuda)
-            env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+            # The probe's uid has no passwd entry: without USER/LOGNAME, getpass.getuser()
+            # raises KeyError, and torch._dynamo's import calls it (inductor's cache folder).
+            env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+                   "USER": PROBE_USER, "LOGNAME": PROBE_USER}
             os.environ.clear()
             os.environ.update(env)
             tempfile.tempdir = workdir
