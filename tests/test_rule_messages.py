@@ -353,3 +353,64 @@ def test_a_whole_tensor_cloned_into_a_slot_of_a_namesake_buffer_is_still_a_doubl
             self.obs[t] = obs.clone()
     """
     assert len(_messages(rollout, "RC348")) == 1
+
+
+RESIZE = """
+import torch
+
+
+def resize(img, scale):
+    {bind}
+    if img.dim() == 2:
+        img.unsqueeze_(0)
+    return torch.nn.functional.interpolate(img[None], scale_factor=scale)[0]
+"""
+
+
+def test_reshaping_in_place_is_a_change_to_the_callers_tensor_only_when_it_is_that_tensor() -> None:
+    # `unsqueeze_` changes the shape of the object it is called on. On the caller's tensor
+    # the caller sees a new shape; on `torch.from_numpy(img)` the caller's array keeps its own.
+    [own] = _messages(RESIZE.format(bind="pass"), "RC102")
+    assert "`img.unsqueeze_(0)` writes in place into the argument `img`" in own
+    assert _messages(RESIZE.format(bind="img = torch.from_numpy(img)"), "RC102") == []
+
+
+ALLOCATE = """
+from typing import List
+import torch
+
+
+class BlockCache:
+    def allocate(self, block_tables: torch.Tensor, lens: torch.Tensor){returns}:
+        ids = block_tables[torch.arange(0, lens.numel()), lens]
+        need = torch.nonzero(ids < 0).view(-1)
+        recycle = []
+        if need.numel() > self.free:
+            need, recycle = need[: self.free], need[self.free :]
+        block_tables[need, lens[need]] = self.take(need.numel())
+        return recycle
+"""
+
+
+def test_a_function_annotated_to_return_numbers_works_on_its_tensors_in_place() -> None:
+    # A cache allocator fills the block table it is handed and returns the ids it had to
+    # recycle: `-> List[int]` says its result is bookkeeping, not a tensor computed from it.
+    assert _messages(ALLOCATE.format(returns=" -> List[int]"), "RC102") == []
+    [returned] = _messages(ALLOCATE.format(returns=" -> torch.Tensor"), "RC102")
+    assert "writes in place into the argument `block_tables`" in returned
+
+
+def test_the_fix_in_a_message_applies_to_the_whole_accumulated_expression() -> None:
+    code = """
+    import torch
+    def train(model, loader, optimizer, scale):
+        total = 0.0
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            total += loss * scale
+        return total
+    """
+    [message] = _messages(code, "RC251")
+    assert "`(loss * scale).item()` or `(loss * scale).detach()`" in message

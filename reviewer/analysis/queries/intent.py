@@ -68,9 +68,33 @@ def returns_something(flow: FunctionFlow) -> bool:
 
 def returns_a_number(flow: FunctionFlow) -> bool:
     """`return lam` after mixing the batch in place: the function's tensor output is the
-    argument it wrote, and its result is a number about it."""
+    argument it wrote, and its result is a number about it. Also a function annotated to
+    return numbers (`-> List[int]`: the ids a cache allocator had to recycle): what it
+    computes on tensors, it leaves in them."""
     kinds = {e.value.kind for e in flow.of(Return) if e.value_node is not None}
-    return Kind.SCALAR in kinds and not kinds & {Kind.TENSOR, Kind.NDARRAY, Kind.LIST, Kind.TUPLE, Kind.DICT}
+    if Kind.SCALAR in kinds and not kinds & {Kind.TENSOR, Kind.NDARRAY, Kind.LIST, Kind.TUPLE, Kind.DICT}:
+        return True
+    scope = flow.scope
+    node = scope.node if scope is not None else None
+    return isinstance(node, cst.FunctionDef) and node.returns is not None and _numbers(node.returns.annotation)
+
+
+_NUMBER_TYPES = frozenset(("int", "float", "bool"))
+_SEQUENCE_TYPES = frozenset(("List", "list", "Tuple", "tuple", "Set", "set", "Sequence"))
+
+
+def _numbers(annotation: cst.BaseExpression) -> bool:
+    """`int`, `List[int]`, `Tuple[int, ...]`, `set[int]`: numbers, no tensor among them."""
+    if isinstance(annotation, cst.Name):
+        return annotation.value in _NUMBER_TYPES
+    if isinstance(annotation, cst.Subscript):
+        outer = annotation.value
+        name = outer.attr.value if isinstance(outer, cst.Attribute) else outer.value if isinstance(outer, cst.Name) else ""
+        if name not in _SEQUENCE_TYPES:
+            return False
+        items = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+        return bool(items) and all(isinstance(i, cst.Ellipsis) or _numbers(i) for i in items)
+    return False
 
 
 def restored(flow: FunctionFlow, write: Write) -> bool:

@@ -62,6 +62,51 @@ def few_steps(loop: Loop) -> bool:
     return False
 
 
+def one_iteration(flow: FunctionFlow, event: Event, loop: Loop) -> bool:
+    """Does the event run in a single iteration of the loop only, under `if step == 0:`
+    (the loop's own counter compared with a number)? What it keeps is then one step's."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    counters = names_in(node.target)
+    finder = _IfCounterIs(counters)
+    node.body.visit(finder)
+    for branch in finder.found:
+        if not isinstance(branch.body, cst.IndentedBlock):
+            if event.line == flow.file.span(branch)[0]:  # `if step == 0: kept.append(loss)`
+                return True
+            continue
+        first, last = branch.body.body[0], branch.body.body[-1]
+        if flow.file.span(first)[0] <= event.line <= flow.file.span(last)[1]:
+            return True
+    return False
+
+
+class _IfCounterIs(cst.CSTVisitor):
+    """The `if COUNTER == NUMBER:` statements of a loop body (nested loops not entered: their
+    iterations are not the outer loop's)."""
+
+    def __init__(self, counters: frozenset[str]) -> None:
+        self.counters = counters
+        self.found: list[cst.If] = []
+
+    def visit_For(self, node: cst.For) -> bool:
+        return False
+
+    def visit_While(self, node: cst.While) -> bool:
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_If(self, node: cst.If) -> None:
+        test = node.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal):
+            sides = (test.left, test.comparisons[0].comparator)
+            if any(isinstance(a, cst.Name) and a.value in self.counters and isinstance(b, cst.Integer) for a, b in (sides, sides[::-1])):
+                self.found.append(node)
+
+
 def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:
     """Does `name` hold a value from before the loop (an accumulator, a list, self.x)?"""
     if name in flow.params or name.startswith("self."):

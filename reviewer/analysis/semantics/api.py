@@ -158,6 +158,12 @@ def is_inplace_method(name: str) -> bool:
     return len(name) > 1 and name.endswith("_") and not name.endswith("__") and not name.startswith("_") and name in tensor_methods()
 
 
+# In-place methods that change only the tensor object they are called on (its shape,
+# strides or storage), never the data it shares: another tensor or array viewing the
+# same memory keeps its own shape and values.
+SHAPE_ONLY_INPLACE = frozenset(("unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_", "resize_", "set_"))
+
+
 DTYPE_CONSTANTS = {
     f"torch.{alias}": dtype
     for dtype, aliases in {

@@ -352,6 +352,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         arg = owned[0]
         writer = name_of(write.target_node)
+        if write.op.strip(".()") in api.SHAPE_ONLY_INPLACE and (writer != arg or last_bind(flow, arg, write.index) is not None):
+            continue  # reshapes another object than the caller's: its tensor or array keeps its shape
         if not _read_after_through_alias(flow, write, arg, writer) and _callers_in_repository_drop(flow, arg):
             continue  # every call in the repository passes a name it never reads again
         if flow.change is not None and arg in flow.change.base_writes:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from review_copies.analysis.events import Accumulate, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
@@ -161,6 +163,27 @@ class AccumulatedAttachedTensor(Rule):
             """,
             "under no_grad nothing is attached",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class LoraLinear(nn.Module):
+                def __init__(self, weight: nn.Parameter, r: int):
+                    super().__init__()
+                    self.weight = weight
+                    self.lora_A = nn.Parameter(torch.zeros(r, weight.shape[1]))
+                    self.lora_B = nn.Parameter(torch.zeros(weight.shape[0], r))
+                    self.scaling = 1.0 / r
+                    self.merged = False
+                def train(self, mode: bool = True):
+                    self.training = mode
+                    if not mode and not self.merged:
+                        self.weight.data += self.lora_B @ self.lora_A * self.scaling
+                        self.merged = True
+                    return self
+            """,
+            "`.data +=` sets the weight's data through `set_data`: the sum's graph is not kept",
+        ),
     )
     INVALID = (
         Invalid(
@@ -198,6 +221,8 @@ class AccumulatedAttachedTensor(Rule):
                 continue
             if loop is None and not persistent:
                 continue
+            if acc.name.endswith(".data"):
+                continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
             if persistent and loop is None and _rebound_this_call(flow, acc):
                 continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's value, reshaped
             # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
@@ -207,11 +232,12 @@ class AccumulatedAttachedTensor(Rule):
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
                 continue
             what = short_code(acc.value_node)
+            operand = what if isinstance(acc.value_node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({what})"
             where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
             message = (
                 f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, {where}: each step's graph "
                 f"(its nodes, and the activations too until `backward()` frees them) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
-                f"`{what}.item()` or `{what}.detach()`."
+                f"`{operand}.item()` or `{operand}.detach()`."
             )
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph

@@ -8,7 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, step_loop
+from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, step_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -96,6 +96,24 @@ class StoredAttachedTensor(Rule):
             """,
             "kept to be backpropagated together",
         ),
+        Valid(
+            """
+            import torch
+            def compare(model, reference, loader, optimizer):
+                outputs = []
+                for step, (x, y) in enumerate(loader):
+                    out = model(x)
+                    out.sum().backward()
+                    optimizer.step()
+                    if step == 0:
+                        outputs.append(out)
+                    else:
+                        with torch.no_grad():
+                            outputs[0].copy_(out)
+                return outputs
+            """,
+            "stored in the first step only: one step's graph is kept, and memory does not grow with the steps",
+        ),
     )
     INVALID = (
         Invalid(
@@ -164,6 +182,8 @@ class StoredAttachedTensor(Rule):
             outer = step_loop(flow, store) if loop is not None else None
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
                 continue
+            if outer is not None and one_iteration(flow, store, outer):
+                continue  # one step's graph, kept once: memory does not grow with the steps
             if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
                 continue
             what = short_code(store.value_node)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Bind, FunctionFlow, Write
-from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.rewrite import chain
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
@@ -63,6 +63,21 @@ class ShallowCopySnapshot(Rule):
                 return before
             """
         ),
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            def gather_with_scale(x, group=None):
+                world = dist.get_world_size(group)
+                combined = torch.empty(world * (4 + x.numel()), dtype=torch.uint8)
+                parts = list(combined.chunk(world))
+                mine = parts[dist.get_rank(group)]
+                mine[:4].view(torch.float)[0] = x.abs().max()
+                dist.all_gather(parts, mine, group=group)
+                return parts
+            """,
+            "the list holds views to be written through: the write goes through one of its own elements",
+        ),
     )
     INVALID = (
         Invalid(
@@ -101,7 +116,7 @@ class ShallowCopySnapshot(Rule):
             else:
                 continue
             change = next((w for w in flow.after(bind) if isinstance(w, Write) and overlaps(w.target.roots, roots) and name_of(w.target_node) != bind.name), None)
-            if change is None:
+            if change is None or _taken_from(flow, change, bind.name):
                 continue
             read = read_after(flow, bind.name, change, roots)
             if read is None:
@@ -112,6 +127,19 @@ class ShallowCopySnapshot(Rule):
                 "Copy the tensors (`.detach().clone()`)."
             )
             yield Hit(bind.node, message, _shallow_fix(bind.expr, value.kind), anchors=(read.node,))
+
+
+def _taken_from(flow: FunctionFlow, write: Write, copy: str) -> bool:
+    """Is the write made through an element of the copy itself (`cur = parts[rank]`,
+    `parts[0].zero_()`)? Then the list holds views on purpose, to be written through."""
+    target = write.target_node
+    while isinstance(target, (cst.Subscript, cst.Call, cst.Attribute)):
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == copy:
+            return True
+        target = target.value if not isinstance(target, cst.Call) else target.func
+    writer = name_of(target) if isinstance(target, cst.Name) else ""
+    bind = last_bind(flow, writer, write.index) if writer and writer != copy else None
+    return bind is not None and bind.expr is not None and isinstance(bind.expr, cst.Subscript) and name_of(bind.expr.value) == copy
 
 
 def _shallow_fix(expr: cst.BaseExpression, kind: Kind) -> tuple[cst.CSTNode, cst.CSTNode] | None:
