@@ -426,3 +426,41 @@ def test_a_folder_outside_git_answers_from_what_its_files_say_now(tmp_path: Path
     stat = helper.stat()
     os.utime(helper, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert files.mentioning("scale_(") == ["pkg/helpers.py"]
+
+
+EMBEDDINGS = """
+import torch
+from torch import nn
+
+
+def fast_learn(u: nn.Embedding, v: nn.Embedding, nodes, lr):
+    emb_u = u.weight[nodes]
+    emb_v = v.weight[nodes]
+    score = torch.sigmoid(torch.mul(emb_u, emb_v).sum(dim=1, keepdim=True))
+    grad_v = (1 - score) * emb_u * lr
+    v.weight.data.index_add_(0, nodes, grad_v)
+"""
+
+TRAIN_WITHOUT_GRAD = """
+import torch
+from model import fast_learn
+
+
+def train(u, v, walks, lr):
+    with torch.no_grad():
+        for nodes in walks:
+            fast_learn(u, v, nodes, lr)
+"""
+
+
+def test_a_data_write_every_caller_elsewhere_runs_without_grad_hides_nothing_from_autograd(repo: Repo, tmp_path: Path) -> None:
+    # A hand-written embedding update (DGL's DeepWalk) called only under `with
+    # torch.no_grad():` in another file: nothing is saved for a backward, so the `.data`
+    # update cannot corrupt one. A caller with autograd on brings the finding back.
+    repo.write("model.py", EMBEDDINGS)
+    repo.write("deepwalk.py", TRAIN_WITHOUT_GRAD)
+    repo.commit("a hand-written update, called without grad")
+    assert _whole_file(repo, tmp_path, "model.py") == []
+    repo.write("finetune.py", "from model import fast_learn\n\n\ndef finetune(u, v, nodes, lr):\n    fast_learn(u, v, nodes, lr)\n")
+    repo.commit("a caller with autograd on")
+    assert _whole_file(repo, tmp_path, "model.py") == [("RC203", 10)]

@@ -414,3 +414,71 @@ def test_the_fix_in_a_message_applies_to_the_whole_accumulated_expression() -> N
     """
     [message] = _messages(code, "RC251")
     assert "`(loss * scale).item()` or `(loss * scale).detach()`" in message
+
+
+def test_the_data_of_a_scipy_matrix_is_an_array_not_a_tensor() -> None:
+    # `csr.data` is the sparse matrix's values, an ndarray: `torch.tensor` of it builds a
+    # tensor from an array, which is what it is for.
+    code = """
+    import scipy.sparse
+    import torch
+    def edge_probabilities(src, dst, degrees):
+        weights = 1.0 / degrees
+        matrix = scipy.sparse.csr_matrix((weights.numpy(), (src.numpy(), dst.numpy())))
+        return torch.tensor(scipy.sparse.triu(matrix).data)
+    """
+    assert _messages(code, "RC301") == []
+    [of_tensor] = _messages(code.replace("scipy.sparse.triu(matrix).data", "weights.data"), "RC301")
+    assert "on the tensor `weights.data`" in of_tensor
+
+
+OGC_TRAIN = """
+import torch.nn.functional as F
+import torch.optim as optim
+
+
+def train(model, embeds, lazy_adj, args):
+    patience = 0
+    _, _, last_acc, last_output = model_test(model, embeds)
+
+    tv_mask = model.tv_mask
+    optimizer = optim.SGD(model.parameters(), lr=args.lr_clf)
+
+    for i in range(64):
+        model.train()
+        output = model(embeds)
+        loss_tv = F.mse_loss(
+            output[tv_mask], model.label_one_hot[tv_mask], reduction="sum"
+        )
+        optimizer.zero_grad()
+        loss_tv.backward()
+        optimizer.step()
+
+        # Updating node embeds by LGC and SEB jointly.
+        embeds = model.update_embeds(embeds, lazy_adj, args)
+
+        loss_tv, acc_tv, acc_test, pred = model_test(model, embeds)
+        print(
+            "epoch {} loss_tv {:.4f} acc_tv {:.4f} acc_test {:.4f}".format(
+                i + 1, loss_tv, acc_tv, acc_test
+            )
+        )
+
+        sim_rate = float(int((pred == last_output).sum()) / int(pred.shape[0]))
+        if sim_rate > args.max_sim_rate:
+            patience += 1
+            if patience > args.max_patience:
+                break
+        last_acc = acc_test
+        last_output = pred
+    return last_acc
+"""
+
+
+def test_a_value_recomputed_by_the_repositorys_own_function_is_not_an_accumulation() -> None:
+    # DGL's OGC example: `embeds = model.update_embeds(embeds, ...)` returns a new value
+    # computed from `.data`; what a function of the repository returns is not known to
+    # hold the old value's graph. Written as a sum, the same line keeps every step's graph.
+    assert _messages(OGC_TRAIN, "RC251") == []
+    [summed] = _messages(OGC_TRAIN.replace("embeds = model.update_embeds(embeds, lazy_adj, args)", "embeds = embeds + model(embeds)"), "RC251")
+    assert "`embeds` accumulates" in summed

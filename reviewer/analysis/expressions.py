@@ -59,7 +59,7 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
         cx.emit(Use, node, name=key, value=value)
         return value
     origin = f"`{code_of(node)}`"
-    if base.kind is Kind.TENSOR or (base.kind is Kind.UNKNOWN and attr in ("data", "grad")):
+    if base.kind is Kind.TENSOR or (base.kind is Kind.UNKNOWN and attr in ("data", "grad") and not _foreign_result(cx, node.value)):
         return _tensor_attribute(base, attr, origin)
     if base.kind is Kind.MODULE:
         owned = frozenset(roots.member(r, attr) for r in base.roots) or frozenset((key,))
@@ -77,6 +77,19 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
         # A submodule's parameter (model.embed.weight).
         return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=frozenset(roots.member(r, attr) for r in base.roots), origin=origin)
     return UNKNOWN
+
+
+# Libraries whose objects have a `.data` of their own (a SciPy sparse matrix's values, an
+# ndarray's buffer): what their functions return is not a tensor.
+_FOREIGN_LIBRARIES = ("scipy.", "numpy.", "pandas.", "sklearn.", "networkx.")
+
+
+def _foreign_result(cx: Context, node: cst.BaseExpression) -> bool:
+    """Is `node` a call of such a library's function (`scipy.sparse.triu(m)`)?"""
+    if not isinstance(node, cst.Call):
+        return False
+    quals = cx.qualnames(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else ()
+    return bool(quals) and all(q.startswith(_FOREIGN_LIBRARIES) for q in quals)
 
 
 def _tensor_attribute(base: Value, attr: str, origin: str) -> Value:
@@ -187,6 +200,9 @@ def index_kind(node: cst.Subscript, values: list[Value]) -> str:
 
 def _binary(cx: Context, node: cst.BinaryOperation) -> Value:
     left, right = cx.ev(node.left), cx.ev(node.right)
+    if left.kind in (Kind.LIST, Kind.TUPLE) and isinstance(node.operator, cst.Multiply) and right.kind is not Kind.NDARRAY:
+        # `[False] * lengths[i]`: Python repeats the sequence (an integer tensor is an index)
+        return Value(kind=left.kind, element=left.element, roots=cx.new_root(node, "list"), fresh=True)
     if Kind.TENSOR in (left.kind, right.kind):
         op = code_of(node.operator).strip()
         saves: list[int | None] = []

@@ -212,6 +212,20 @@ class Interpreter(Assignments):
             self.ev(stmt.test)
         self.block(stmt.body.body)
 
+    def _combines(self, expr: cst.BaseExpression, key: str) -> bool:
+        """Does `key = expr` combine the old value with more (`total + loss`,
+        `torch.add(total, loss)`, `total.add(loss)`)? A call of the repository's own function
+        (`embeds = model.update(embeds)`) computes a new value, which may hold no graph of
+        the old one: what it returns is not known here."""
+        if key not in names_in(expr, attributes=True, into_lambdas=False):
+            return False
+        if not isinstance(expr, cst.Call):
+            return True
+        func = expr.func
+        if isinstance(func, cst.Attribute) and dotted(func.value) == key:
+            return True
+        return any(q.startswith("torch.") for q in self.qualnames(func))
+
     def small(self, small: cst.BaseSmallStatement) -> None:
         self.current = small
         if isinstance(small, cst.Expr):
@@ -220,7 +234,7 @@ class Interpreter(Assignments):
             value = self.ev(small.value)
             for target in small.targets:
                 key = dotted(target.target)
-                if key and value.kind is Kind.TENSOR and value.attached and not value.leaf and key in names_in(small.value, attributes=True, into_lambdas=False):
+                if key and value.kind is Kind.TENSOR and value.attached and not value.leaf and self._combines(small.value, key):
                     # `total = total + loss`: an accumulation written out of place. (A new leaf,
                     # `nn.Parameter(f(self.w))`, holds no graph: it starts one.)
                     self.emit(Accumulate, small, name=key, value=value, value_node=small.value, before=self.state.get(key, UNKNOWN))

@@ -125,6 +125,16 @@ class LegacyConstructorAlias(Rule):
             """,
             "the alias is of a temporary no other name holds: nothing is shared",
         ),
+        Valid(
+            """
+            import torch
+            def padding_mask(max_len: int, batch: int) -> torch.Tensor:
+                lengths = torch.randint(1, max_len, [batch], dtype=torch.int32)
+                rows = [torch.Tensor([False] * lengths[i] + [True] * (max_len - lengths[i])) for i in range(batch)]
+                return torch.stack(rows).bool()
+            """,
+            "`[False] * lengths[i]` repeats a list (an integer tensor is an index): the constructor builds from a list",
+        ),
     )
     INVALID = (
         Invalid(

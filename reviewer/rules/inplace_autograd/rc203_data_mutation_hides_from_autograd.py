@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.syntax import short_code
 from review_copies.model.findings import Category, Severity
@@ -89,4 +90,6 @@ class DataMutationHidesFromAutograd(Rule):
                 f"gradient of {saved.op}. `.data` bypasses the version check, so backward runs on the modified values and the "
                 "gradients are silently wrong. Make the change part of the graph (an out-of-place op), or apply it where nothing saved the tensor."
             )
+            if called_grad_off_in_repository(flow):
+                return  # every caller runs it with autograd off: nothing was saved for a backward
             yield Hit(write.node, message)
