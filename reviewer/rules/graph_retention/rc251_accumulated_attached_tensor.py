@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
 from review_copies.analysis.events import Accumulate, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, step_loop
+from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -232,7 +231,7 @@ class AccumulatedAttachedTensor(Rule):
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
                 continue
             what = short_code(acc.value_node)
-            operand = what if isinstance(acc.value_node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else f"({what})"
+            operand = short_code(atom(acc.value_node))
             where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
             message = (
                 f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, {where}: each step's graph "
