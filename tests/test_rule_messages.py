@@ -482,3 +482,69 @@ def test_a_value_recomputed_by_the_repositorys_own_function_is_not_an_accumulati
     assert _messages(OGC_TRAIN, "RC251") == []
     [summed] = _messages(OGC_TRAIN.replace("embeds = model.update_embeds(embeds, lazy_adj, args)", "embeds = embeds + model(embeds)"), "RC251")
     assert "`embeds` accumulates" in summed
+
+
+def test_the_fix_in_a_stored_tensors_message_applies_to_the_whole_expression() -> None:
+    code = """
+    import torch
+    def train(model, loader, optimizer, weight):
+        losses = []
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            losses.append(loss * weight)
+            optimizer.step()
+        return losses
+    """
+    [message] = _messages(code, "RC252")
+    assert "Store `(loss * weight).detach()`" in message
+
+
+def test_the_fix_in_an_accumulators_message_applies_to_the_whole_argument() -> None:
+    code = """
+    import torch
+    class AverageMeter:
+        def __init__(self):
+            self.sum, self.count = 0.0, 0
+        def update(self, val, n=1):
+            self.sum += val * n
+            self.count += n
+    def train(model, loader, optimizer, weight):
+        losses = AverageMeter()
+        for x, y in loader:
+            loss = (model(x) - y).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.update(loss * weight, x.size(0))
+        return losses.sum
+    """
+    [message] = _messages(code, "RC254")
+    assert "Pass `(loss * weight).detach()` (or `(loss * weight).item()`)" in message
+
+
+def test_a_flag_bound_to_an_isinstance_test_narrows_like_the_test() -> None:
+    # mmdetection3d's Box3DMode.convert: `single_box = isinstance(box, (list, tuple))`, then
+    # `torch.tensor(box)` under `if single_box:` builds a tensor from a list of floats.
+    code = """
+    from typing import Sequence, Union
+    import torch
+    from torch import Tensor
+    class Box3DMode:
+        @staticmethod
+        def convert(box: Union[Sequence[float], Tensor], src, dst) -> Union[Sequence[float], Tensor]:
+            if src == dst:
+                return box
+            single_box = isinstance(box, (list, tuple))
+            if single_box:
+                arr = torch.tensor(box)[None, :]
+                if dst == "same":
+                    arr = box.clone()  # never runs for a list; before, this use made `box` read as a tensor
+            else:
+                arr = box.clone()
+            return arr
+    """
+    assert _messages(code, "RC301") == []
+    # Bound anew after the test, `box` is a tensor again whatever the flag says.
+    rebound = code.replace("            if single_box:", "            box = box.clone()\n            if single_box:")
+    [message] = _messages(rebound, "RC301")
+    assert "on the tensor `box`" in message

@@ -10,6 +10,7 @@ from review_copies.analysis import parameters
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Accumulate, Bind, Store, Write
 from review_copies.analysis.guesses import backward_reaches
+from review_copies.analysis.narrowing import type_test
 from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import UNKNOWN, Kind, Tri, Value
 
@@ -61,7 +62,16 @@ class Assignments(Context):
         for stale in [k for k in self.state if k.startswith(prefix)]:
             del self.state[stale]  # `sample.w` was the previous object's attribute (a loop's last item, `a = b`)
         self.state[name] = value
+        self._remember_type_test(name, expr)
         self.emit(Bind, target, name=name, value=value, expr=expr)
+
+    def _remember_type_test(self, name: str, expr: cst.BaseExpression | None) -> None:
+        for flag, test in list(self.type_tests.items()):
+            subject, _ = type_test(test)
+            if flag == name or (subject is not None and dotted(subject) == name):
+                del self.type_tests[flag]  # the flag, or what it tested, is bound anew
+        if expr is not None and type_test(expr)[0] is not None:
+            self.type_tests[name] = expr
 
     def assign_attribute(self, target: cst.Attribute, value: Value, expr: cst.BaseExpression | None) -> None:
         owner = dotted(target.value)

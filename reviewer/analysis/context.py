@@ -76,6 +76,9 @@ class Context:
         self.current_line: cst.CSTNode | None = None
         # Mappings whose entries are fed to modules (`model(batch["input"])`): they hold tensors.
         self.tensor_containers: set[str] = set()
+        # Names bound to a type test (`single = isinstance(box, (list, tuple))`): `if single:`
+        # narrows as the test would.
+        self.type_tests: dict[str, cst.BaseExpression] = {}
         self.class_methods: frozenset[str] = frozenset()
         if scope is not None and scope.class_node is not None:
             self.class_methods = frozenset(s.name.value for s in scope.class_node.body.body if isinstance(s, cst.FunctionDef))

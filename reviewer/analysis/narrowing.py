@@ -1,5 +1,6 @@
 """What a branch's test says about a name in each arm: `isinstance(x, torch.Tensor)`,
-`torch.is_tensor(x)`, `type(x) is nn.ReLU`, combined with `not` and `and`; and where the
+`torch.is_tensor(x)`, `type(x) is nn.ReLU`, combined with `not` and `and`, or a name bound to
+one of them; and where the
 tensors are: `device == "cpu"`, `x.device.type == "cpu"`, `x.is_cpu`."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
         # tensor moved to a device chosen at run time is taken to be on the CPU in that arm.
         on_cpu = {k: v.but(device=Device.CPU) for k, v in cx.state.items() if v.device is Device.MAYBE_CUDA}
         return (on_cpu, {}) if cpu_when else ({}, on_cpu)
+    if isinstance(test, cst.Name) and test.value in cx.type_tests:
+        return narrow(cx, cx.type_tests[test.value])
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         when_true, when_false = narrow(cx, test.expression)
         return when_false, when_true

@@ -9,6 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, step_loop
+from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -197,7 +198,7 @@ class StoredAttachedTensor(Rule):
             )
             message = (
                 f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps "
-                f"{kept}. Store `{what}.detach()` (or `.item()` for a number)."
+                f"{kept}. Store `{short_code(atom(store.value_node))}.detach()` (or `.item()` for a number)."
             )
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph

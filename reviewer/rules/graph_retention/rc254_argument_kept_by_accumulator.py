@@ -10,6 +10,7 @@ from review_copies.analysis.events import Bind, Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of, training_loop
+from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -160,12 +161,13 @@ class ArgumentKeptByAccumulator(Rule):
                 if kept is None:
                     continue
                 what = short_code(arg.value)
+                operand = short_code(atom(arg.value))
                 verb = "accumulates it into" if kept.how == "accumulates" else "stores it in"
                 message = (
                     f"`{short_code(call.node)}` hands `{what}`, which is attached to the autograd graph, to "
                     f"`{cls}.{call.method}`, which {verb} `self.{kept.attr}` ({kept.path}:{kept.line}): the object outlives "
                     f"the loop at line {loop.start}, so every step's graph (its nodes, and the activations too until `backward()` frees them) stays alive with it. Pass "
-                    f"`{what}.detach()` (or `{what}.item()`)."
+                    f"`{operand}.detach()` (or `{operand}.item()`)."
                 )
                 if called_grad_off_in_repository(flow):
                     return  # every caller runs it with autograd off: nothing it keeps holds a graph
