@@ -548,3 +548,133 @@ def test_a_flag_bound_to_an_isinstance_test_narrows_like_the_test() -> None:
     rebound = code.replace("            if single_box:", "            box = box.clone()\n            if single_box:")
     [message] = _messages(rebound, "RC301")
     assert "on the tensor `box`" in message
+
+
+MATCHING = """
+import torch
+
+
+def dynamic_k_matching(cost: torch.Tensor, valid_mask: torch.Tensor):
+    matching = torch.zeros_like(cost)
+    fg_mask_inboxes = matching.sum(1) > 0
+    valid_mask[{index}] = fg_mask_inboxes
+    return matching.argmax(1)
+
+
+def assign(cost, valid_mask, labels):
+    matched = dynamic_k_matching(cost, valid_mask)
+    labels[valid_mask] = matched
+    return labels
+"""
+
+
+def test_a_write_indexed_by_a_copy_of_its_own_target_is_deliberate() -> None:
+    # SimOTA refines the caller's mask in place, and copies the index because it writes into
+    # the very tensor it indexes with: the author knows where the write lands.
+    assert _messages(MATCHING.format(index="valid_mask.clone()"), "RC102") == []
+    [message] = _messages(MATCHING.format(index="valid_mask > 0"), "RC102")
+    assert "writes in place into the argument `valid_mask`" in message
+
+
+RESCORE = """
+import numpy as np
+import torch
+
+
+def rescore(overlap: np.ndarray, scores: np.ndarray, thr: float, kind: str = "gaussian"):
+    if kind == "linear":
+        inds = np.where(overlap >= thr)[0]
+        scores[inds] = scores[inds] * (1 - overlap[inds])
+    else:
+        scores = scores * np.exp(-overlap**2 / thr)
+    return scores
+
+
+def soft_nms(overlap, values, thr):
+    scores = np.array(values)
+    {call}
+    return scores.argsort()
+"""
+
+
+def test_a_caller_that_rebinds_the_name_it_passed_a_slice_of_does_not_see_the_write() -> None:
+    assert _messages(RESCORE.format(call="scores = rescore(overlap, scores[1:], thr)"), "RC102") == []
+    [message] = _messages(RESCORE.format(call="kept = rescore(overlap, scores[1:], thr)"), "RC102")
+    assert "the caller's array is changed" in message
+
+
+BACKTRACE = """
+import torch
+
+
+def backtrace(trace: torch.Tensor):
+    trace[0, :] = 2
+    return trace.nonzero()
+
+
+def dtw_cuda(x):
+    trace = x.cumsum(0)
+    return backtrace(trace.cpu().numpy())
+
+
+def dtw(x):
+    trace = x.cumsum(0)
+    {call}
+"""
+
+
+def test_callers_that_pass_a_local_they_never_read_again_do_not_see_the_write() -> None:
+    # whisper's `backtrace` marks the borders of the trace it is given; both callers build
+    # the trace and return what it gives back, one through `.cpu().numpy()`.
+    assert _messages(BACKTRACE.format(call="return backtrace(trace)"), "RC102") == []
+    [message] = _messages(BACKTRACE.format(call="path = backtrace(trace)\n    return path + trace.sum()"), "RC102")
+    assert "writes in place into the argument `trace`" in message
+
+
+DECODE = """
+import torch
+
+
+def decode_n_tokens(model, token: torch.Tensor, input_pos: torch.Tensor, n: int):
+    tokens = []
+    for _ in range(n):
+        token = model(token, input_pos)
+        input_pos += 1
+        tokens.append(token.clone())
+    return tokens
+
+
+def speculate(model, token, input_pos):
+    return decode_n_tokens(model, token, input_pos.clone(), 4)
+
+
+def generate(model, token, start, n):
+    input_pos = torch.tensor([start])
+    {call}
+"""
+
+
+def test_a_caller_that_passes_a_copy_does_not_see_the_write() -> None:
+    # gpt-fast: the speculative path hands `decode_n_tokens` a copy of the positions, the
+    # plain path positions it never reads again.
+    assert _messages(DECODE.format(call="return decode_n_tokens(model, token, input_pos, n)"), "RC102") == []
+    [message] = _messages(DECODE.format(call="tokens = decode_n_tokens(model, token, input_pos, n)\n    return tokens, input_pos.item()"), "RC102")
+    assert "writes in place into the argument `input_pos`" in message
+
+
+def test_the_fix_for_a_stored_list_of_a_tensor_detaches_the_tensor() -> None:
+    code = """
+    import torch
+    from torch import nn
+    class FeatureBank(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = nn.Linear(4, 4)
+            self.all_features = []
+        def forward(self, x):
+            features = self.pool(x)
+            self.all_features += list(features)
+            return x
+    """
+    [message] = _messages(code, "RC252")
+    assert "Store `list(features.detach())`" in message

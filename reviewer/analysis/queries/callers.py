@@ -58,11 +58,27 @@ def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpress
 
 
 def callers_rebind(flow: FunctionFlow, arg: str) -> bool:
-    """Every call in the file passes a name for `arg` and rebinds that name to the result
-    (`ll, obj = _mask_pads(ll, obj)`): the original is dropped, its mutation unseen."""
+    """Every call in the file passes a name (or a slice of one) for `arg` and rebinds that name
+    to the result (`ll, obj = _mask_pads(ll, obj)`, `scores = _rescore(ovr, scores[1:])`): the
+    original is dropped, its mutation unseen."""
     sites = passed(flow, arg)
     assigned = assigned_names(flow.file)
-    return bool(sites) and all(isinstance(value, cst.Name) and value.value in assigned.get(call, set()) for call, value in sites)
+    return bool(sites) and all(_passed_root(value) in assigned.get(call, set()) for call, value in sites)
+
+
+def _passed_root(value: cst.BaseExpression | None) -> str | None:
+    """The caller's local whose memory a passed expression reaches: `x`, `x[1:]`,
+    `x.cpu().numpy()`; None for anything else (a new tensor, an attribute)."""
+    while value is not None:
+        if isinstance(value, cst.Name):
+            return value.value
+        if isinstance(value, cst.Subscript):
+            value = value.value
+        elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and _aliasing_call(value):
+            value = value.func.value
+        else:
+            return None
+    return None
 
 
 def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
@@ -72,9 +88,9 @@ def fresh_at_every_call_site(flow: FunctionFlow, arg: str) -> bool:
 
 
 def _aliasing_call(expr: cst.BaseExpression) -> bool:
-    """`x.detach()`, `x.view(...)`, `x.to(d)`: a call that may hand over the same memory."""
+    """`x.detach()`, `x.view(...)`, `x.to(d)`, `x.numpy()`: a call that may hand over the same memory."""
     name = call_method_name(expr) if isinstance(expr, cst.Call) else None
-    return bool(name) and (api.is_view_op(name) or name in api.MAYBE_SELF_METHODS or name in api.VIEW_METHODS or name in api.MAYBE_VIEW_METHODS)
+    return bool(name) and (name == "numpy" or api.is_view_op(name) or name in api.MAYBE_SELF_METHODS or name in api.VIEW_METHODS or name in api.MAYBE_VIEW_METHODS)
 
 
 def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -92,7 +108,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
     """Every call of this function in the file either wants `arg` changed or cannot see the
     change: it throws the result away (the function is called for what it does to its
     arguments), passes a name it then returns itself (the caller mutates and returns in
-    turn), or passes a local it never reads again (a fresh temporary). A write into the
+    turn), passes a new tensor (`f(x.clone())`), or passes a local it never reads again (a
+    fresh temporary, `trace.cpu().numpy()` of one). A write into the
     argument is then the function's job or invisible, not a change behind a caller's back."""
     sites = passed(flow, arg)
     if not sites:
@@ -109,6 +126,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue  # `w.copy_(f(w))`: the caller writes the result into what it passed anyway
         if isinstance(value, (cst.Subscript, cst.Attribute)) and name_of(value).split(".")[0] in site.caller_returns:
             continue  # `f(sample["input"])` and then `return sample`: the caller hands back what holds the write
+        if _unseen_by_caller(value, call, site, later):
+            continue
         if not isinstance(value, cst.Name):
             return False
         if value.value in site.caller_returns:
@@ -117,6 +136,16 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue
         return False
     return True
+
+
+def _unseen_by_caller(value: cst.BaseExpression | None, call: cst.Call, site: CallContext, later: dict[cst.Call, frozenset[str]]) -> bool:
+    """What this call passes cannot show the write to its caller: a new tensor
+    (`f(x.clone())`), or memory reached only through a local the caller never reads again
+    (`return f(trace.cpu().numpy())`)."""
+    if isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)) and not _aliasing_call(value):
+        return True
+    root = _passed_root(value)
+    return isinstance(value, cst.Call) and root is not None and root not in site.caller_params and call in later and root not in later[call]
 
 
 def called_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
@@ -352,7 +381,7 @@ def assigned_names(file: ParsedFile) -> dict[cst.Call, set[str]]:
 
 
 def read_later(file: ParsedFile) -> dict[cst.Call, frozenset[str]]:
-    """For calls that are a statement or the value of an assignment: the names that the code after that
+    """For calls that are a statement, the value of an assignment or of a return: the names that the code after that
     statement reads, in its own block, the blocks around it and (in a loop) the next
     iteration, up to the enclosing function."""
 
@@ -374,6 +403,8 @@ def _walk_block(body: Sequence[cst.CSTNode], after: frozenset[str], out: dict[cs
             for small in stmt.body:
                 if isinstance(small, (cst.Assign, cst.Expr)) and isinstance(small.value, cst.Call):
                     out[small.value] = later
+                elif isinstance(small, cst.Return) and isinstance(small.value, cst.Call):
+                    out[small.value] = frozenset()  # `return f(x)`: the caller reads nothing after it
             continue
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             later = frozenset()

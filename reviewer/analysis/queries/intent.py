@@ -23,6 +23,22 @@ def deliberate_write(write: Write) -> bool:
     return write.op in DELIBERATE_WRITE_OPS or write.op.startswith("nn.init.")
 
 
+def indexed_by_its_own_copy(write: Write) -> bool:
+    """`mask[mask.clone()] = matched`: the index was copied because the write goes into the
+    very tensor it is read from, so the author knows where the write lands and makes it on
+    purpose (SimOTA's `dynamic_k_matching` refines the caller's mask so)."""
+    node = write.node
+    if write.op != "[...] =" or not isinstance(node, cst.Subscript):
+        return False
+    owner = code_of(node.value)
+    for element in node.slice:
+        index = element.slice.value if isinstance(element.slice, cst.Index) else None
+        func = index.func if isinstance(index, cst.Call) else None
+        if isinstance(func, cst.Attribute) and func.attr.value == "clone" and code_of(func.value) == owner:
+            return True
+    return False
+
+
 def is_mutating_function(flow: FunctionFlow) -> bool:
     """Named to mutate: a trailing `_`, `init_*`, `reset_*`, `update_*`..."""
     if flow.scope is None:

@@ -30,9 +30,10 @@ def step_loop(flow: FunctionFlow, event: Event) -> Loop | None:
 
 def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
     """A loop over training or evaluation steps: it backpropagates or steps an optimizer, or
-    iterates a data loader. None is inside a module's `forward`: a loop there (over
+    iterates a data loader. None is inside a module's `forward` (or any method so named: a
+    base class from another package, `BaseModule`, is a module too): a loop there (over
     layers, timesteps, refinement steps) is the model's own computation."""
-    if flow.is_forward:
+    if flow.is_forward or (flow.scope is not None and flow.scope.kind == "method" and flow.scope.name == "forward"):
         return False
     for e in flow.events:
         if loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")):

@@ -13,6 +13,7 @@ from review_copies.analysis.queries.callers import caller_keeps_argument, caller
 from review_copies.analysis.queries.intent import (
     declares_mutation,
     deliberate_write,
+    indexed_by_its_own_copy,
     is_mutating_function,
     registered_op,
     reset_before_use,
@@ -336,7 +337,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         return
     reported: set[str] = set()
     for write in flow.of(Write):
-        if deliberate_write(write) or write.no_grad_here or write.opted_in or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
+        if deliberate_write(write) or indexed_by_its_own_copy(write) or write.no_grad_here or write.opted_in or write.target.kind not in (Kind.TENSOR, Kind.NDARRAY):
             continue
         if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
             continue  # indexing that may copy (x[idx] with a tensor index)
@@ -370,8 +371,9 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             how = f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
         maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
         where = f"`{flow.scope.name}`" if flow.scope else "this function"
+        noun = "array" if write.target.kind is Kind.NDARRAY else "tensor"
         message = (
-            f"`{short_code(write.stmt or write.node)}` writes in place into the argument `{arg}`{how}{maybe}: the caller's tensor "
+            f"`{short_code(write.stmt or write.node)}` writes in place into the argument `{arg}`{how}{maybe}: the caller's {noun} "
             f"is changed behind its back while {where} also returns a result. Work on a copy or use the out-of-place op."
         )
         fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)

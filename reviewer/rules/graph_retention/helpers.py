@@ -12,6 +12,9 @@ from review_copies.analysis.rewrite import atom, chain
 
 
 def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`x.detach()`; `list(x.detach())` for `list(x)` (a list has no `detach`)."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1 and not expr.args[0].star:
+        return expr.with_changes(args=[expr.args[0].with_changes(value=chain(atom(expr.args[0].value), "detach"))])
     return chain(atom(expr), "detach")
 
 

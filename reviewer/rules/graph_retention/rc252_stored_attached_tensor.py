@@ -9,7 +9,6 @@ import libcst as cst
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, step_loop
-from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -57,6 +56,26 @@ class StoredAttachedTensor(Rule):
     recipes = ("retention",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            from mmengine.model import BaseModule
+            class DICNet(BaseModule):
+                def __init__(self, num_steps: int):
+                    super().__init__()
+                    self.num_steps = num_steps
+                    self.block = nn.Conv2d(3, 3, 3, padding=1)
+                    self.conv_last = nn.Conv2d(3, 3, 3, padding=1)
+                def forward(self, x):
+                    sr_outputs = []
+                    for step in range(self.num_steps):
+                        sr = self.conv_last(self.block(x))
+                        sr_outputs.append(sr)
+                    return sr_outputs
+            """,
+            "a model's forward keeps each refinement step's output for the loss: the loop is the model's computation, not a training loop (the base class comes from another package)",
+        ),
         Valid(
             """
             import torch
@@ -198,7 +217,7 @@ class StoredAttachedTensor(Rule):
             )
             message = (
                 f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps "
-                f"{kept}. Store `{short_code(atom(store.value_node))}.detach()` (or `.item()` for a number)."
+                f"{kept}. Store `{short_code(detached(store.value_node))}` (or `.item()` for a number)."
             )
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph

@@ -62,6 +62,31 @@ class StateDictSnapshot(Rule):
     VALID = (
         Valid(
             """
+            import torch
+            from torch import nn
+            def ema_warmup(ema_net: nn.Module, net: nn.Module):
+                states_ema = ema_net.state_dict()
+                for k, v in net.state_dict().items():
+                    states_ema[k].data.copy_(v.data)
+                ema_net.load_state_dict(states_ema)
+            """,
+            "the EMA writes through the dict itself: its references to the live tensors are the point",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Quantizer:
+                def __init__(self, model: nn.Module):
+                    self.new_state_dict = model.state_dict()
+                def quantized(self, fqn: str, q: torch.Tensor):
+                    self.new_state_dict.pop(fqn + ".weight")
+                    self.new_state_dict[fqn + ".qweight"] = q
+            """,
+            "the object edits the dict it keeps (GPTQ builds the quantized state dict on the model's): a working dict, not a snapshot",
+        ),
+        Valid(
+            """
             from torch.utils.data import DataLoader
             class PreparedLoader:
                 def __init__(self, dataset, batch_sampler):
@@ -281,8 +306,8 @@ class StateDictSnapshot(Rule):
                 continue
             roots = value.element.roots if value.element is not None and value.element.roots else value.roots
             change = changes_after(flow, bind, roots, owner)
-            if change is None:
-                continue
+            if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name):
+                continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
             read = read_after(flow, bind.name, change, roots)
             if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)):
                 continue
@@ -294,9 +319,18 @@ class StateDictSnapshot(Rule):
             yield Hit(bind.node, message, fix, anchors=(read.node,))
 
 
+def _through(node: cst.BaseExpression) -> str:
+    """The name a write goes through under its items and `.data`: `states` of `states[k].data`."""
+    while isinstance(node, (cst.Subscript, cst.Attribute)) and not (isinstance(node, cst.Attribute) and node.attr.value != "data"):
+        node = node.value
+    return dotted(node)
+
+
 def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
     """A method of the class writes in place into the tensors kept in `attr`
-    (`for k, p in self.avg.items(): p.data.copy_(...)`, `self.avg[k].mul_(...)`)."""
+    (`for k, p in self.avg.items(): p.data.copy_(...)`, `self.avg[k].mul_(...)`), or edits
+    the dict itself (`self.attr[k] = q`, `self.attr.pop(k)`): a working dict the object
+    builds on, not a snapshot."""
     scope = flow.scope
     if scope is None or scope.class_node is None:
         return False
@@ -326,9 +360,20 @@ def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
             func = node.func
             if isinstance(func, cst.Attribute) and api.is_inplace_method(func.attr.value) and written(func.value, self.names[-1]):
                 found = True
+            if isinstance(func, cst.Attribute) and func.attr.value in _DICT_EDITS and dotted(func.value) == attr:
+                found = True
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal found
+            target = node.target
+            if isinstance(target, cst.Subscript) and dotted(target.value) == attr:
+                found = True
 
     scope.class_node.visit(Find())
     return found
+
+
+_DICT_EDITS = ("pop", "update", "setdefault", "popitem")
 
 
 def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
