@@ -678,3 +678,87 @@ def test_the_fix_for_a_stored_list_of_a_tensor_detaches_the_tensor() -> None:
     """
     [message] = _messages(code, "RC252")
     assert "Store `list(features.detach())`" in message
+
+
+EDGES = """
+import torch
+
+
+class Postprocessor:
+    def __call__(self, node_preds, edge_scores, edge_preds):
+        for i in range(len(edge_scores)):
+            {call}
+        return [s.argmax() for s in edge_scores]
+
+    def decode_edges(self, node_labels: torch.Tensor, edge_scores: torch.Tensor, edge_labels: torch.Tensor):
+        pos = edge_scores.clone()
+        mask = edge_labels.bool()
+        edge_scores[~mask] = pos[~mask]
+        return torch.max(edge_scores, edge_scores.T), edge_labels
+"""
+
+
+def test_a_caller_that_stores_the_result_where_it_took_the_argument_from_does_not_see_the_write() -> None:
+    # mmocr's SDMGR postprocessor: `edge_scores[i], edge_preds[i] = self.decode_edges(..., edge_scores[i], ...)`.
+    stored_back = "edge_scores[i], edge_preds[i] = self.decode_edges(node_preds[i], edge_scores[i], edge_preds[i])"
+    assert _messages(EDGES.format(call=stored_back), "RC102") == []
+    elsewhere = "best, edge_preds[i] = self.decode_edges(node_preds[i], edge_scores[i], edge_preds[i])"
+    [message] = _messages(EDGES.format(call=elsewhere), "RC102")
+    assert "writes in place into the argument `edge_scores`" in message
+
+
+QUANTIZER = """
+import torch
+from torch import nn
+
+
+class AbstractQuantizer(nn.Module):
+    def unmap_to_all(self, inds: torch.Tensor) -> torch.Tensor:
+        inds = inds.reshape(inds.shape[0], -1)
+        inds[inds >= self.used.shape[0]] = 0
+        return torch.gather(self.used[None, :].expand(inds.shape[0], -1), 1, inds)
+
+
+class VectorQuantizer(AbstractQuantizer):
+    def get_codebook_entry(self, indices: torch.Tensor):
+        {body}
+"""
+
+
+def test_a_method_called_from_a_subclass_in_the_file_is_judged_by_that_caller() -> None:
+    # generative-models: the base class's `unmap_to_all` writes into the indices it reshapes;
+    # the subclass that calls it rebinds `indices` to the result.
+    assert _messages(QUANTIZER.format(body="indices = self.unmap_to_all(indices)\n        return self.embedding(indices)"), "RC102") == []
+    kept = "flat = self.unmap_to_all(indices)\n        return self.embedding(flat) + indices.float().mean()"
+    [message] = _messages(QUANTIZER.format(body=kept), "RC102")
+    assert "writes in place into the argument `inds`" in message
+
+
+OVERRIDDEN = """
+import torch
+from torch import nn
+
+
+class Base(nn.Module):
+    def step(self, x: torch.Tensor):
+        x[0] = 1
+        return x.sum()
+
+
+class Child(Base):
+    def step(self, x: torch.Tensor):
+        return super().step(x)
+
+
+class GrandChild(Child):
+    def run(self, x):
+        x = self.step(x)
+        return x
+"""
+
+
+def test_a_subclass_that_overrides_the_method_hides_it_from_its_own_subclasses() -> None:
+    # GrandChild's `self.step` is Child's: its rebinding says nothing of Base.step's callers
+    # (and a class that overrides the method must not send the search round for ever).
+    [message] = _messages(OVERRIDDEN, "RC102")
+    assert "writes in place into the argument `x`" in message

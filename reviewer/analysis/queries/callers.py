@@ -59,11 +59,15 @@ def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpress
 
 def callers_rebind(flow: FunctionFlow, arg: str) -> bool:
     """Every call in the file passes a name (or a slice of one) for `arg` and rebinds that name
-    to the result (`ll, obj = _mask_pads(ll, obj)`, `scores = _rescore(ovr, scores[1:])`): the
+    to the result (`ll, obj = _mask_pads(ll, obj)`, `scores = _rescore(ovr, scores[1:])`), or
+    stores the result where it took the argument from (`s[i], p[i] = f(s[i], p[i])`): the
     original is dropped, its mutation unseen."""
     sites = passed(flow, arg)
     assigned = assigned_names(flow.file)
-    return bool(sites) and all(_passed_root(value) in assigned.get(call, set()) for call, value in sites)
+    return bool(sites) and all(
+        _passed_root(value) in assigned.get(call, set()) or (isinstance(value, cst.Subscript) and code_of(value) in assigned.get(call, set()))
+        for call, value in sites
+    )
 
 
 def _passed_root(value: cst.BaseExpression | None) -> str | None:
@@ -323,17 +327,44 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
 
 
 def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
-    """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method."""
+    """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method (in
+    its class, or in a subclass in the file that inherits it)."""
     if scope is None:
         return []
     method = scope.kind == "method"
     out = []
-    root = scope.class_node if method and scope.class_node is not None else file.module
-    for call in call_sites(file, root).get(scope.name, []):
-        func = call.func
-        if (method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or (not method and isinstance(func, cst.Name)):
-            out.append(call)
+    roots_: list[cst.CSTNode] = [file.module]
+    if method and scope.class_node is not None:
+        roots_ = [scope.class_node, *_inheriting_subclasses(file, scope.class_node, scope.name)]
+    for root in roots_:
+        for call in call_sites(file, root).get(scope.name, []):
+            func = call.func
+            if (method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or (not method and isinstance(func, cst.Name)):
+                out.append(call)
     return out
+
+
+def _inheriting_subclasses(file: ParsedFile, cls: cst.ClassDef, name: str) -> list[cst.ClassDef]:
+    """Classes of the file that derive from `cls` (through classes of the file that do not
+    override `name` either) and do not define `name` themselves: their `self.name(...)` is
+    `cls`'s method."""
+    classes = [s.node for s in file.scopes if s.kind == "class" and isinstance(s.node, cst.ClassDef)]
+    family = {cls.name.value}
+    joined: set[int] = {id(cls)}
+    found: list[cst.ClassDef] = []
+    grew = True
+    while grew:
+        grew = False
+        for c in classes:
+            if id(c) in joined or not any(dotted(b.value).rpartition(".")[2] in family for b in c.bases):
+                continue
+            joined.add(id(c))
+            grew = True
+            if any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in c.body.body):
+                continue  # it overrides `name`: its subclasses call its own version
+            family.add(c.name.value)
+            found.append(c)
+    return found
 
 
 # ------------------------------------------------------------ per-file facts
@@ -359,7 +390,8 @@ def call_sites(file: ParsedFile, root: cst.CSTNode) -> dict[str, list[cst.Call]]
 
 
 def assigned_names(file: ParsedFile) -> dict[cst.Call, set[str]]:
-    """For calls that are the value of an assignment: the names they are assigned to."""
+    """For calls that are the value of an assignment: the names they are assigned to (and the
+    code of item targets, `s[i]`)."""
 
     def compute() -> dict[cst.Call, set[str]]:
         found: dict[cst.Call, set[str]] = {}
@@ -372,6 +404,7 @@ def assigned_names(file: ParsedFile) -> dict[cst.Call, set[str]]:
                         t = target.target
                         elements = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
                         names |= {e.value for e in elements if isinstance(e, cst.Name)}
+                        names |= {code_of(e) for e in elements if isinstance(e, cst.Subscript)}
                     found[node.value] = names
 
         file.module.visit(_Assigns())

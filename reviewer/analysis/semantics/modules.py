@@ -27,6 +27,11 @@ NN_MODULE_METHODS = frozenset(
     "register_load_state_dict_pre_hook register_module register_parameter register_state_dict_post_hook "
     "register_state_dict_pre_hook requires_grad_ set_extra_state set_submodule share_memory state_dict to to_empty train "
     "type xpu zero_grad".split()
+    # Its private ones, less the three that run forward (`_call_impl`, `_wrapped_call_impl`,
+    # `_slow_forward`): `module._apply(fn)` converts the tensors, it computes nothing.
+    + "_apply _get_backward_hooks _get_backward_pre_hooks _get_name _load_from_state_dict _maybe_warn_non_full_backward_hook "
+    "_named_members _register_load_state_dict_pre_hook _register_state_dict_hook _replicate_for_data_parallel "
+    "_save_to_state_dict".split()
 )
 
 

@@ -56,6 +56,20 @@ class DataMutationHidesFromAutograd(Rule):
             """
             import torch
             from torch import nn
+            def materialize(module: nn.Module, source: nn.Module):
+                def meta_to_empty(p):
+                    return p.new_empty(p.shape, device="cpu") if p.device == torch.device("meta") else p
+                module._apply(meta_to_empty)
+                name2p = dict(source.named_parameters())
+                for n, p in module.named_parameters():
+                    p.data.copy_(name2p[n])
+            """,
+            "`module._apply(fn)` converts the module's tensors; it is not a forward pass and saves nothing for backward",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
             def f(model: nn.Module):
                 for p in model.parameters():
                     p.data.mul_(0.5)
