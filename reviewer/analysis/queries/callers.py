@@ -347,8 +347,14 @@ def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
 def _inheriting_subclasses(file: ParsedFile, cls: cst.ClassDef, name: str) -> list[cst.ClassDef]:
     """Classes of the file that derive from `cls` (through classes of the file that do not
     override `name` either) and do not define `name` themselves: their `self.name(...)` is
-    `cls`'s method."""
+    `cls`'s method. Computed once per class and name."""
+    return file.once(("inheriting", id(cls), name), lambda: _search_subclasses(file, cls, name))
+
+
+def _search_subclasses(file: ParsedFile, cls: cst.ClassDef, name: str) -> list[cst.ClassDef]:
     classes = [s.node for s in file.scopes if s.kind == "class" and isinstance(s.node, cst.ClassDef)]
+    if not any(c is not cls and c.bases for c in classes):
+        return []  # the cheap case: no other class in the file derives from anything
     family = {cls.name.value}
     joined: set[int] = {id(cls)}
     found: list[cst.ClassDef] = []
