@@ -1,7 +1,7 @@
 """What a branch's test says about a name in each arm: `isinstance(x, torch.Tensor)`,
 `torch.is_tensor(x)`, `type(x) is nn.ReLU`, combined with `not` and `and`, or a name bound to
-one of them; and where the
-tensors are: `device == "cpu"`, `x.device.type == "cpu"`, `x.is_cpu`."""
+one of them; and where the tensors are: `device == "cpu"`, `x.device.type == "cpu"`,
+`x.is_cpu`."""
 
 from __future__ import annotations
 

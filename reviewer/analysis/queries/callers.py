@@ -333,10 +333,10 @@ def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
         return []
     method = scope.kind == "method"
     out = []
-    roots_: list[cst.CSTNode] = [file.module]
+    searched: list[cst.CSTNode] = [file.module]
     if method and scope.class_node is not None:
-        roots_ = [scope.class_node, *_inheriting_subclasses(file, scope.class_node, scope.name)]
-    for root in roots_:
+        searched = [scope.class_node, *_inheriting_subclasses(file, scope.class_node, scope.name)]
+    for root in searched:
         for call in call_sites(file, root).get(scope.name, []):
             func = call.func
             if (method and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls")) or (not method and isinstance(func, cst.Name)):
@@ -353,8 +353,6 @@ def _inheriting_subclasses(file: ParsedFile, cls: cst.ClassDef, name: str) -> li
 
 def _search_subclasses(file: ParsedFile, cls: cst.ClassDef, name: str) -> list[cst.ClassDef]:
     classes = [s.node for s in file.scopes if s.kind == "class" and isinstance(s.node, cst.ClassDef)]
-    if not any(c is not cls and c.bases for c in classes):
-        return []  # the cheap case: no other class in the file derives from anything
     family = {cls.name.value}
     joined: set[int] = {id(cls)}
     found: list[cst.ClassDef] = []

@@ -33,7 +33,7 @@ def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
     iterates a data loader. None is inside a module's `forward` (or any method so named: a
     base class from another package, `BaseModule`, is a module too): a loop there (over
     layers, timesteps, refinement steps) is the model's own computation."""
-    if flow.is_forward or (flow.scope is not None and flow.scope.kind == "method" and flow.scope.name == "forward"):
+    if flow.scope is not None and flow.scope.kind == "method" and flow.scope.name == "forward":
         return False
     for e in flow.events:
         if loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")):

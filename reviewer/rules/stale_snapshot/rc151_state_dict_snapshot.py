@@ -326,6 +326,10 @@ def _through(node: cst.BaseExpression) -> str:
     return dotted(node)
 
 
+# Methods of a dict that change what it holds.
+_DICT_EDITS = ("pop", "update", "setdefault", "popitem")
+
+
 def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
     """A method of the class writes in place into the tensors kept in `attr`
     (`for k, p in self.avg.items(): p.data.copy_(...)`, `self.avg[k].mul_(...)`), or edits
@@ -371,9 +375,6 @@ def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
 
     scope.class_node.visit(Find())
     return found
-
-
-_DICT_EDITS = ("pop", "update", "setdefault", "popitem")
 
 
 def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
