@@ -130,6 +130,20 @@ def test_second_run_on_the_same_head_is_answered_from_the_cache(tmp_path: Path, 
     assert not git.Repo(repo).is_dirty(untracked_files=True)
 
 
+def test_a_whole_repository_review_offline_counts_the_tensor_hunks_the_llm_would_get(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """`--all` without an LLM still says how much tensor code the rules alone reviewed: the
+    same count a run with the LLM reports, not a zero."""
+    repo = _repo(tmp_path)
+    offline = run(repo, fake, "--all", "--offline")
+    fake.handler = by_file({})
+    online = run(repo, fake, "--all")
+
+    counted = offline.json["stats"]["tensor_hunks"]
+    assert counted > 0 and counted == online.json["stats"]["tensor_hunks"]
+    assert offline.json["coverage"] == [f"LLM review: off (--offline); the static rules alone reviewed {counted} tensor hunks"]
+    assert online.json["coverage"][0].startswith(f"LLM review (fake-model): {counted} of {counted} tensor hunks reviewed")
+
+
 def test_offline_and_missing_key_never_open_a_connection(tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = _repo(tmp_path)
     fake.handler = by_file({})

@@ -62,6 +62,8 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     hunks: list[TensorHunk] = field(default_factory=list)
+    # Counted for every reviewed file; `hunks` themselves travel back only when wanted.
+    tensor_hunks: int = 0
     parsed: bool = False
     mentions_torch: bool = False
     suppressed: int = 0
@@ -93,7 +95,8 @@ def _review_file(job: FileJob) -> FileResult:
     result.notes.extend(Note(note, job.path) for note in parsed.notes)
     result.parsed = True
     rules = [r for code in job.rule_codes if (r := rule_by_code(code)) is not None and r.applies_to(job.text)]
-    # Tensor hunks are counted for every change; over whole files only when the LLM needs them.
+    # Tensor hunks are kept for every change; over whole files only when the LLM needs them
+    # (they are counted either way: the report says how many the rules reviewed).
     want_hunks = job.want_hunks or job.changed is not None
     if not rules and not want_hunks:
         return result
@@ -104,9 +107,11 @@ def _review_file(job: FileJob) -> FileResult:
     kept = [f for f in findings if not is_suppressed(f, table)]
     result.suppressed = len(findings) - len(kept)
     result.findings = _dedupe(kept)
+    changed = sorted(job.changed) if job.changed is not None else list(range(1, len(parsed.lines) + 1))
+    hunks = tensor_hunks(parsed, changed, tensor_lines(flows))
+    result.tensor_hunks = len(hunks)
     if want_hunks:
-        changed = sorted(job.changed) if job.changed is not None else list(range(1, len(parsed.lines) + 1))
-        result.hunks = tensor_hunks(parsed, changed, tensor_lines(flows))
+        result.hunks = hunks
     return result
 
 

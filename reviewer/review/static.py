@@ -180,7 +180,7 @@ def run_static(changeset: ChangeSet, options: StaticOptions, first_finding: Call
             first_finding()
         findings.extend(result.findings)
         notes.extend(result.notes)
-        tally.tensor_hunks += len(result.hunks)
+        tally.tensor_hunks += result.tensor_hunks
         if options.want_hunks:
             hunks.extend(result.hunks)
         if result.findings or (options.want_hunks and result.hunks):
