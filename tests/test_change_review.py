@@ -165,6 +165,31 @@ def test_a_class_defined_twice_must_keep_in_both_to_count() -> None:
     assert file_facts(_dedent(METER))["classes"]["AverageMeter"]["methods"]["update"]["keeps"] == {"val": ["sum", 6, "accumulates"], "n": ["sum", 6, "accumulates"]}
 
 
+MEAN = """
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+
+    def update(self, val, n=1):
+        val = float(val)
+        self.sum += val * n
+        self.count += n
+"""
+
+
+def test_a_meter_that_converts_its_argument_to_a_number_first_keeps_no_graph(repo: Repo, tmp_path: Path) -> None:
+    # `val = float(val)` before `self.sum += val * n`: the meter keeps a number, so handing it
+    # `loss` keeps no graph alive; `n` is still kept as it is.
+    assert file_facts(_dedent(MEAN))["classes"]["AverageMeter"]["methods"]["update"]["keeps"] == {"n": ["sum", 7, "accumulates"]}
+    repo.write("utils/__init__.py", "")
+    repo.write("utils/meters.py", MEAN)
+    repo.commit("meters")
+    repo.write("train.py", TRAIN)
+    repo.commit("training loop")
+    result = run_cli("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert result.json["findings"] == []
+
+
 ACTION_SPACE = """
 import torch
 

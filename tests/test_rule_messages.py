@@ -762,3 +762,34 @@ def test_a_subclass_that_overrides_the_method_hides_it_from_its_own_subclasses()
     # (and a class that overrides the method must not send the search round for ever).
     [message] = _messages(OVERRIDDEN, "RC102")
     assert "writes in place into the argument `x`" in message
+
+
+PARAMETRIZED = """
+import pytest
+import torch
+from torch import Tensor
+
+
+@pytest.mark.parametrize(
+    "mask, expected",
+    [
+        ([[0, 1, 0]], [[2.0, 3.0, 2.0]]),
+        ([[1, 1, 1]], [[3.0, 3.0, 3.0]]),
+    ],
+)
+def test_mask(mask: Tensor, expected: Tensor) -> None:
+    result = torch.tensor(mask, dtype=torch.bool).float() + 2
+    assert torch.allclose(result, torch.tensor(expected, dtype=torch.float))
+
+
+@pytest.mark.parametrize("weights", [torch.ones(3), pytest.param(torch.zeros(3), id="zeros")])
+def test_weights(weights) -> None:
+    assert torch.tensor(weights).sum() >= 0
+"""
+
+
+def test_a_parametrized_test_receives_what_its_cases_pass_not_what_its_annotation_says() -> None:
+    # The cases feed nested lists to `mask: Tensor`: `torch.tensor(mask)` builds a tensor from a
+    # list, no copy-construct; cases that pass tensors make an unannotated parameter a tensor.
+    findings = review_file(FileJob("test_m.py", textwrap.dedent(PARAMETRIZED).lstrip("\n"), None, ("RC301",))).findings
+    assert [f.line for f in findings] == [20]

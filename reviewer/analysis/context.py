@@ -71,6 +71,8 @@ class Context:
         self.counters = Counters()
         self.backward_names: frozenset[str] = frozenset()
         self.scalar_defaults: frozenset[str] = frozenset()
+        # What `@pytest.mark.parametrize` feeds each parameter it names.
+        self.parametrized: dict[str, list[cst.BaseExpression]] = {}
         # The statement (and its line) being run: expressions take their line from it.
         self.current: cst.CSTNode | None = None
         self.current_line: cst.CSTNode | None = None

@@ -37,6 +37,7 @@ def bind(cx: Context, fn: cst.FunctionDef) -> None:
         if isinstance(star, cst.Param):
             cx.state[star.name.value] = Value(kind=Kind.TUPLE if star is fn.params.star_arg else Kind.DICT, roots=frozenset((roots.argument(star.name.value),)))
     cx.scalar_defaults = frozenset(p.name.value for p in params if isinstance(p.default, (cst.Integer, cst.Float, cst.UnaryOperation)))
+    cx.parametrized = parametrized(fn)
     for index, param in enumerate(params):
         name = param.name.value
         if index == 0 and name in ("self", "cls") and cx.scope is not None and cx.scope.kind == "method":
@@ -114,8 +115,9 @@ def is_scalar(cx: Context, name: str) -> bool:
 def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
     name = param.name.value
     own = frozenset((roots.argument(name),))
-    kind = Kind.UNKNOWN
-    if param.annotation is not None:
+    given = _given_kind(cx, name)
+    kind = given or Kind.UNKNOWN
+    if given is None and param.annotation is not None:
         kind = annotation_kind(cx, param.annotation.annotation)
     if kind is Kind.UNKNOWN and param.default is not None:
         default = cx.ev(param.default)
@@ -136,6 +138,49 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
     if kind is Kind.OPTIMIZER:
         return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=frozenset((roots.unknown_optimizer(name),)), origin=origin)
     return Value(kind=kind, roots=own, origin=origin)
+
+
+def parametrized(fn: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:
+    """The values `@pytest.mark.parametrize("a, b", [(1, [2]), ...])` gives each parameter it
+    names (from literal argument lists only; `pytest.param(...)` entries are unwrapped)."""
+    given: dict[str, list[cst.BaseExpression]] = {}
+    for decorator in fn.decorators:
+        call = decorator.decorator
+        if not isinstance(call, cst.Call) or last(dotted(call.func)) != "parametrize" or len(call.args) < 2:
+            continue
+        names_arg, values_arg = call.args[0].value, call.args[1].value
+        if isinstance(names_arg, cst.SimpleString) and isinstance(names_arg.evaluated_value, str):
+            names = [n.strip() for n in names_arg.evaluated_value.split(",") if n.strip()]
+        elif isinstance(names_arg, (cst.List, cst.Tuple)) and all(isinstance(e.value, cst.SimpleString) for e in names_arg.elements):
+            names = [str(cst.ensure_type(e.value, cst.SimpleString).evaluated_value) for e in names_arg.elements]
+        else:
+            continue
+        if not isinstance(values_arg, (cst.List, cst.Tuple)):
+            continue
+        for element in values_arg.elements:
+            entry = element.value
+            if isinstance(entry, cst.Call) and last(dotted(entry.func)) == "param":
+                items = [a.value for a in entry.args if a.keyword is None]
+            elif len(names) == 1:
+                items = [entry]
+            elif isinstance(entry, (cst.List, cst.Tuple)):
+                items = [e.value for e in entry.elements]
+            else:
+                continue
+            if len(items) == len(names):
+                for name, item in zip(names, items, strict=True):
+                    given.setdefault(name, []).append(item)
+    return given
+
+
+def _given_kind(cx: Context, name: str) -> Kind | None:
+    """What a parametrized test's cases pass for `name`: they, not the annotation, say what
+    the test receives (`mask: Tensor` fed nested lists is a list). UNKNOWN when the cases
+    disagree; None when they say nothing (no case, or none whose kind is known)."""
+    kinds = {cx.ev(value).kind for value in cx.parametrized.get(name, ())} - {Kind.UNKNOWN}
+    if not kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
 
 
 def _first_input(cx: Context, param: cst.Param) -> bool:

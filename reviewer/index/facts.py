@@ -36,10 +36,17 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
     keeps: dict[str, list[Any]] = {}  # param -> [attr, line, how]
     writes: set[str] = set()
     returns: set[str] = set()
+    # `value = float(value)` before `self.total += value`: what is kept is a number, not the
+    # argument (nor its graph).
+    dropped = _dropped(fn, param_set)
+
+    def kept(node: ast.expr, line: int) -> set[str]:
+        return {p for p in _names(node) & param_set if dropped.get(p, line) >= line}
+
     for node in ast.walk(fn):
         if isinstance(node, ast.AugAssign):
             attr = _self_attr(node.target)
-            used = _names(node.value) & param_set
+            used = kept(node.value, node.lineno)
             if attr and used:
                 for p in sorted(used):
                     keeps.setdefault(p, [attr, node.lineno, "accumulates"])
@@ -51,7 +58,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
                 if attr is None:
                     continue
                 # self.x = self.x + val, or self.x = val
-                used = _names(node.value) & param_set
+                used = kept(node.value, node.lineno)
                 how = "accumulates" if f"self.{attr}" in ast.unparse(node.value) else "stores"
                 for p in sorted(used):
                     keeps.setdefault(p, [attr, node.lineno, how])
@@ -61,7 +68,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             attr = _self_attr(owner)
             if attr and method in ("append", "extend", "add", "insert", "update", "__setitem__"):
                 for arg in node.args:
-                    for p in sorted(_names(arg) & param_set):
+                    for p in sorted(kept(arg, node.lineno)):
                         keeps.setdefault(p, [attr, node.lineno, "stores"])
             if isinstance(owner, ast.Name) and owner.id in param_set and api.is_inplace_method(method):
                 writes.add(owner.id)
@@ -71,6 +78,29 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
         **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn),
     }
+
+
+# Conversions whose result holds no graph and shares no memory with the tensor converted.
+_TO_NUMBER = frozenset(("float", "int", "bool"))
+_DETACHING = frozenset(("item", "tolist", "detach"))
+
+
+def _dropped(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> dict[str, int]:
+    """The first line where each parameter is rebound to a number or a detached value
+    (`val = float(val)`, `val = val.item()`, `val = val.detach()`)."""
+    lines: dict[str, int] = {}
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        if name not in params or not isinstance(value, ast.Call):
+            continue
+        func = value.func
+        converts = isinstance(func, ast.Name) and func.id in _TO_NUMBER and len(value.args) == 1 and _names(value.args[0]) == {name}
+        detaches = isinstance(func, ast.Attribute) and func.attr in _DETACHING and _names(func.value) == {name}
+        if converts or detaches:
+            lines[name] = min(lines.get(name, node.lineno), node.lineno)
+    return lines
 
 
 # Methods that look into a mapping, a sequence or a module without changing it.

@@ -22,7 +22,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 8
+INDEX_VERSION = 9
 
 
 @dataclass(frozen=True)
