@@ -793,3 +793,33 @@ def test_a_parametrized_test_receives_what_its_cases_pass_not_what_its_annotatio
     # list, no copy-construct; cases that pass tensors make an unannotated parameter a tensor.
     findings = review_file(FileJob("test_m.py", textwrap.dedent(PARAMETRIZED).lstrip("\n"), None, ("RC301",))).findings
     assert [f.line for f in findings] == [20]
+
+
+SNAPSHOT_ARMS = """
+import torch
+
+
+def load(model: torch.nn.Module, incoming: dict, strict: bool = True):
+    state_dict = model.state_dict()
+    update = {k: v for k, v in incoming.items() if k in state_dict and state_dict[k].shape == v.shape}
+    if strict:
+        model.load_state_dict(update)
+    else:
+        state_dict.update(update)
+        model.load_state_dict(state_dict)
+
+
+class Plugin:
+    def after_batch(self):
+        self.scheduler.step()
+        self.trainer.model.scheduler_state_dict = self.scheduler.state_dict()
+"""
+
+
+def test_a_state_dict_read_only_in_the_other_arm_and_a_schedulers_state_are_not_stale_snapshots() -> None:
+    # The load in the `if` arm never reaches the read in the `else` arm; an LR scheduler's
+    # state_dict() holds counters and rates, no live tensor.
+    assert _messages(SNAPSHOT_ARMS, "RC151") == []
+    # Read after the load on the same path, it is one.
+    [finding] = _messages(SNAPSHOT_ARMS.replace("        model.load_state_dict(update)\n", "        model.load_state_dict(update)\n        print(state_dict)\n"), "RC151")
+    assert "read at line 9" in finding

@@ -25,7 +25,10 @@ class Assignments(Context):
             if owner_key not in self.state:
                 self.state[owner_key] = self.ev(target.value)
             flag = isinstance(expr, cst.Name) and expr.value == "True"
-            self.state[owner_key] = self.state[owner_key].but(grad=Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE)
+            grad = Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE
+            # Setting the flag raises on anything but a leaf: past this line the tensor is one,
+            # with no graph behind it (unlike `requires_grad_(True)`, a no-op on a non-leaf).
+            self.state[owner_key] = self.state[owner_key].but(grad=grad, leaf=grad is Tri.YES, graph=frozenset())
         elif isinstance(target, cst.Attribute):
             self.assign_attribute(target, value, expr)
         elif isinstance(target, cst.Subscript):

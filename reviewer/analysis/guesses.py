@@ -176,6 +176,8 @@ TRAINING_ITERABLE = re.compile(r"(loader|dataloader|batches|batch_iter|data_iter
 # A data pipeline's object (analysis.semantics.methods): its `state_dict()` is a position in
 # the data (a sampler's index, a loader's worker state), not a module's tensors (RC151).
 DATA_PIPELINE_NAME = re.compile(r"(loader|sampler|dataset|data_iter|iterator)$", re.I)
+# A learning-rate scheduler: its state_dict() holds counters and lists of rates, no tensor.
+SCHEDULER_NAME = re.compile(r"(scheduler|sched)$", re.I)
 
 # A `forward` that also takes the labels transforms a data batch (MixUp, CutMix), not the
 # activations of a layer before it (RC204 inplace-on-forward-input).

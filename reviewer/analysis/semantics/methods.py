@@ -8,7 +8,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Backward
-from review_copies.analysis.guesses import DATA_PIPELINE_NAME
+from review_copies.analysis.guesses import DATA_PIPELINE_NAME, SCHEDULER_NAME
 from review_copies.analysis.semantics import api, containers
 from review_copies.analysis.semantics.modules import call_module_method, call_optimizer_method
 from review_copies.analysis.semantics.tensors import call_tensor_method, maybe_self
@@ -47,8 +47,9 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     if method == "item":
         return SCALAR
     if method == "state_dict":
-        if DATA_PIPELINE_NAME.search(dotted(func.value).rpartition(".")[2]):
-            return UNKNOWN  # `train_loader.state_dict()`: where the data stands, not tensors
+        owner = dotted(func.value).rpartition(".")[2]
+        if DATA_PIPELINE_NAME.search(owner) or SCHEDULER_NAME.search(owner):
+            return UNKNOWN  # `train_loader.state_dict()`, `lr_scheduler.state_dict()`: positions and rates, not tensors
         as_module = recv.but(kind=Kind.MODULE, roots=recv.roots or frozenset((roots.parameters(dotted(func.value)),)))
         return call_module_method(cx, node, as_module, method, args, kwargs)
     if method in api.MAYBE_SELF_METHODS or method in api.VIEW_METHODS or method in api.MAYBE_VIEW_METHODS:

@@ -134,6 +134,18 @@ class StoredAttachedTensor(Rule):
             """,
             "stored in the first step only: one step's graph is kept, and memory does not grow with the steps",
         ),
+        Valid(
+            """
+            import torch
+            class Fitter:
+                def __init__(self):
+                    self.opt_params = []
+                def set_param(self, param: torch.Tensor):
+                    param.requires_grad = True
+                    self.opt_params.append(param)
+            """,
+            "setting `requires_grad` raises on anything but a leaf: what is stored is a leaf to optimize, with no graph",
+        ),
     )
     INVALID = (
         Invalid(

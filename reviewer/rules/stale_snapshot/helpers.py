@@ -88,8 +88,8 @@ def through(flow: FunctionFlow, write: Write, name: str) -> bool:
 
 def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str]) -> Use | None:
     for event in flow.after(change):
-        if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)):
-            return event
+        if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)) and not event.exclusive_with(change):
+            return event  # (a read in the other arm of an `if` around the change never sees it)
     return None
 
 

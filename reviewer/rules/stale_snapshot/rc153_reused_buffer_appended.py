@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from review_copies.analysis.events import Bind, FunctionFlow, Store, Write
+import libcst as cst
+
+from review_copies.analysis.events import Bind, FunctionFlow, Loop, Store, Write
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.queries.loops import loop_of
@@ -64,6 +66,18 @@ class ReusedBufferAppended(Rule):
             """,
             "a new tensor each iteration",
         ),
+        Valid(
+            """
+            import torch
+            def track(batch: dict, frames: int, boxes):
+                valid = torch.zeros(frames, 4)
+                for i in range(frames):
+                    valid[i, boxes[i]] = 1
+                    batch["valid"] = valid
+                return valid
+            """,
+            "one entry under one key, overwritten every iteration: it holds the final values, which is what is meant",
+        ),
     )
     INVALID = (
         Invalid(
@@ -98,7 +112,7 @@ class ReusedBufferAppended(Rule):
             if loop is None or store.how not in ("append", "insert", "setitem", "add") or value.kind is not Kind.TENSOR or store.value_node is None:
                 continue
             stored = name_of(store.value_node)
-            if not stored or not _made_before(flow, stored, loop.start):
+            if not stored or not _made_before(flow, stored, loop.start) or _same_entry_each_time(flow, store, loop):
                 continue
             writes = [w for w in flow.of(Write) if set(w.loops) & set(store.loops) and overlaps(w.target.roots, value.roots) and not deliberate_write(w)]
             if not writes:
@@ -109,6 +123,20 @@ class ReusedBufferAppended(Rule):
                 f"tensor each time, so every entry of `{store.container}` ends up with the last iteration's values. Store `{stored}.clone()`."
             )
             yield Hit(store.node, message, (store.value_node, chain(atom(store.value_node), "clone")))
+
+
+def _same_entry_each_time(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
+    """`d["k"] = buf` in the loop: one entry, overwritten every iteration, ends up holding the
+    tensor with its final values, which is what the last store meant; no entry goes stale."""
+    if store.how != "setitem" or not isinstance(store.node, cst.Subscript) or len(store.node.slice) != 1:
+        return False
+    index = store.node.slice[0].slice
+    if not isinstance(index, cst.Index):
+        return False
+    key = index.value
+    if isinstance(key, (cst.SimpleString, cst.Integer)):
+        return True
+    return isinstance(key, cst.Name) and not any(b.name == key.value and loop.start <= b.line <= loop.end for b in flow.of(Bind))
 
 
 def _made_before(flow: FunctionFlow, name: str, line: int) -> bool:
