@@ -489,3 +489,107 @@ def test_a_data_write_every_caller_elsewhere_runs_without_grad_hides_nothing_fro
     repo.write("finetune.py", "from model import fast_learn\n\n\ndef finetune(u, v, nodes, lr):\n    fast_learn(u, v, nodes, lr)\n")
     repo.commit("a caller with autograd on")
     assert _whole_file(repo, tmp_path, "model.py") == [("RC203", 10)]
+
+
+SEARCH = """
+import torch
+from torch import nn
+
+
+def search(model: nn.Module, encoder_out, ys_log_probs):
+    log_probs = model.joiner(encoder_out).log_softmax(dim=-1)
+    log_probs.add_(ys_log_probs)
+    return log_probs.topk(4)
+"""
+
+DECODE = """
+import torch
+from beam_search import search
+
+
+def decode_one_batch(model, batch):
+    return search(model, batch, batch)
+
+
+def decode_dataset(model, loader):
+    return [decode_one_batch(model, batch) for batch in loader]
+
+
+{decorator}
+def main(model, loader):
+    return decode_dataset(model, loader)
+"""
+
+# Another recipe's own `decode_dataset`, run with autograd on; a third recipe's own search,
+# imported from its own folder and run with autograd on.
+PPL = """
+import torch
+
+
+def decode_dataset(model, loader):
+    return [model(batch) for batch in loader]
+
+
+def main(model, loader):
+    return decode_dataset(model, loader)
+"""
+
+OTHER_RECIPE = """
+from beam_search import search
+
+
+def score(model, chunk):
+    return search(model, chunk, chunk)[0].sum()
+
+
+def main(model, chunk):
+    score(model, chunk).backward()
+"""
+
+
+def _search_findings(repo: Repo, tmp_path: Path, decorator: str) -> list[tuple[str, str]]:
+    repo.write("recipe_a/beam_search.py", SEARCH)
+    repo.write("recipe_a/decode.py", DECODE.format(decorator=decorator))
+    repo.write("recipe_b/compute_ppl.py", PPL)
+    repo.write("recipe_c/beam_search.py", SEARCH)
+    repo.write("recipe_c/train.py", OTHER_RECIPE)
+    repo.commit("recipes")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    return [(f["path"], f["rule"]) for f in result.json["findings"]]
+
+
+def test_a_search_every_caller_chain_of_which_starts_under_no_grad_saves_nothing(repo: Repo, tmp_path: Path) -> None:
+    # The callers are followed up to `main`'s @torch.no_grad(); another recipe's own
+    # `decode_dataset`, and a third recipe's `train.py` that imports its own folder's `search`
+    # (both run with autograd on), are not callers of this one.
+    assert ("recipe_a/beam_search.py", "RC201") not in _search_findings(repo, tmp_path, "@torch.no_grad()")
+
+
+def test_a_search_reached_with_autograd_on_is_still_reported(repo: Repo, tmp_path: Path) -> None:
+    assert ("recipe_a/beam_search.py", "RC201") in _search_findings(repo, tmp_path, "")
+
+
+def test_the_index_follows_callers_of_this_definition_not_of_its_namesakes() -> None:
+    class Files:
+        def __init__(self, texts: dict[str, str]) -> None:
+            self.texts = texts
+
+        def mentioning(self, word: str) -> list[str]:
+            return sorted(p for p, t in self.texts.items() if word in t)
+
+        def read(self, path: str) -> str | None:
+            return self.texts.get(path)
+
+        def blob(self, path: str) -> str | None:
+            return None
+
+    recipe = {"a/beam_search.py": _dedent(SEARCH), "a/decode.py": _dedent(DECODE.format(decorator="@torch.no_grad()"))}
+    assert RepoIndex(Files(recipe)).called_grad_off("search", "function", origin="a/beam_search.py")
+    # Another file's own `decode_dataset`, and a file that imports its own folder's `search`.
+    namesakes = {**recipe, "b/compute_ppl.py": _dedent(PPL), "c/beam_search.py": _dedent(SEARCH), "c/train.py": _dedent(OTHER_RECIPE)}
+    assert RepoIndex(Files(namesakes)).called_grad_off("search", "function", origin="a/beam_search.py")
+    # Without knowing which definition is asked about, c's caller counts and vetoes.
+    assert not RepoIndex(Files(namesakes)).called_grad_off("search", "function")
+    # A file that defines no `decode_dataset` of its own and calls one with autograd on does veto.
+    vetoed = RepoIndex(Files({**recipe, "b/compute_ppl.py": _dedent(PPL).replace("def decode_dataset(model, loader):\n    return [model(batch) for batch in loader]\n", "")}))
+    assert not vetoed.called_grad_off("search", "function", origin="a/beam_search.py")

@@ -202,8 +202,10 @@ def test_a_state_dict_taken_anew_in_every_iteration_inside_try_and_with_is_not_s
     # took was read before it. Under `try:` / `with` the binding still runs every iteration.
     guarded = "try:\n            with onload(module, 'cpu'):\n                module_state = module.state_dict()\n        except MemoryError:\n            raise"
     assert _messages(OFFLOADED.format(take=guarded), "RC151") == []
-    # Taken only under an `if`, an iteration may read what an earlier one took: still reported.
-    maybe = "if name:\n            onload(module, 'cpu')\n            module_state = module.state_dict()"
+    # Taken only under an `if` after a change made on every iteration, an iteration may read
+    # what an earlier one took: still reported. (With the change in the same arm, just before
+    # the take, every read after the change reads the new binding.)
+    maybe = "onload(module, 'cpu')\n        if name:\n            module_state = module.state_dict()"
     assert len(_messages(OFFLOADED.format(take=maybe), "RC151")) == 1
 
 
@@ -823,3 +825,37 @@ def test_a_state_dict_read_only_in_the_other_arm_and_a_schedulers_state_are_not_
     # Read after the load on the same path, it is one.
     [finding] = _messages(SNAPSHOT_ARMS.replace("        model.load_state_dict(update)\n", "        model.load_state_dict(update)\n        print(state_dict)\n"), "RC151")
     assert "read at line 9" in finding
+
+
+SNAPSHOT_REBOUND = """
+import torch
+
+
+class Cached:
+    def __init__(self, model: torch.nn.Module, store, key):
+        cpu_state_dict = model.state_dict()
+        if store is not None:
+            canonical = store.acquire(key, cpu_state_dict)
+            if canonical is not cpu_state_dict:
+                model.load_state_dict(canonical{assign})
+            cpu_state_dict = canonical
+        self._cpu_state_dict = cpu_state_dict
+"""
+
+
+def test_a_state_dict_name_bound_anew_after_the_load_is_not_read_as_the_old_snapshot() -> None:
+    # `cpu_state_dict = canonical` runs on every path from the load to the read; and
+    # `assign=True` swaps the module's tensors for the given ones instead of writing into them.
+    assert _messages(SNAPSHOT_REBOUND.format(assign=", assign=True"), "RC151") == []
+    assert _messages(SNAPSHOT_REBOUND.format(assign=""), "RC151") == []
+    # Bound anew only on one path, the read after the `if` may still see the loaded tensors.
+    conditional = SNAPSHOT_REBOUND.format(assign="").replace("            cpu_state_dict = canonical\n", "            if key:\n                cpu_state_dict = canonical\n")
+    [finding] = _messages(conditional, "RC151")
+    assert "read at line 13" in finding
+
+
+def test_loading_with_assign_leaves_the_old_state_dicts_tensors_as_they_were() -> None:
+    source = "import torch\n\n\ndef swap(model: torch.nn.Module, canonical: dict):\n    before = model.state_dict()\n    model.load_state_dict(canonical{assign})\n    return before\n"
+    assert _messages(source.format(assign=", assign=True"), "RC151") == []
+    [finding] = _messages(source.format(assign=""), "RC151")
+    assert "read at line 7" in finding

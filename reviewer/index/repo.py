@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import posixpath
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -45,6 +46,7 @@ class RepoIndex:
     # This file's own text (the new version), asked first and never read from the repository.
     here: tuple[str, str] | None = None
     _facts: dict[str, Facts] = field(default_factory=dict)
+    _imports: dict[tuple[str, str, str], bool] = field(default_factory=dict)
 
     def facts(self, path: str) -> Facts | None:
         if path in self._facts:
@@ -175,28 +177,55 @@ class RepoIndex:
 
         return _all_grad_off(defs()) is True
 
-    def called_grad_off(self, name: str, kind: str, depth: int = 3) -> bool:
+    def called_grad_off(self, name: str, kind: str, depth: int = 3, origin: str | None = None) -> bool:
         """Whether every call of the function `name` outside the tests runs with autograd off,
         and there is one: under `with torch.no_grad():`, from a function decorated so, or from
         a function that is itself only ever called so (followed `depth` calls up). Tests
         neither vouch nor veto: they call helpers however is handy. Only functions and private
         methods are followed: a public method may be called by a framework the repository
-        does not show (a trainer's `training_step`, a module's `forward`)."""
+        does not show (a trainer's `training_step`, a module's `forward`). `origin`, the file
+        that defines the function: a file that defines a function of the same name, or
+        imports it from another module, calls that one (recipes that each have their own
+        `beam_search.py` and `decode_dataset`), not this one."""
         if not _visible(name, kind):
             return False
         seen = False
         for path in self._paths(f"{name}("):
             if is_test_path(path):
                 continue
-            for call in (self.facts(path) or {}).get("calls", []):
+            facts = self.facts(path) or {}
+            if kind == "function" and origin is not None and path != origin and (name in facts.get("functions", {}) or self._imports_another(path, name, origin)):
+                continue
+            for call in facts.get("calls", []):
                 if call["callee"] != name:
                     continue
                 if not call.get("off"):
                     caller, caller_kind = call.get("in", ("", "module"))
-                    if depth <= 1 or caller == name or not self.called_grad_off(caller, caller_kind, depth - 1):
+                    if depth <= 1 or caller == name or not self.called_grad_off(caller, caller_kind, depth - 1, path):
                         return False
                 seen = True
         return seen
+
+    def _exists(self, path: str) -> bool:
+        return (self.here is not None and path == self.here[0]) or (self.files is not None and self.files.read(path) is not None)
+
+    def _imports_another(self, path: str, name: str, origin: str) -> bool:
+        """Does `path` take `name` from a module that is not the file `origin`?
+        (`from beam_search import search` beside another recipe's `beam_search.py`.)"""
+        key = (path, name, origin)
+        if key not in self._imports:
+            self._imports[key] = self._read_imports_another(path, name, origin)
+        return self._imports[key]
+
+    def _read_imports_another(self, path: str, name: str, origin: str) -> bool:
+        text = self.here[1] if self.here is not None and path == self.here[0] else (self.files.read(path) if self.files is not None else None)
+        if not text:
+            return False
+        for match in _FROM_IMPORT.finditer(text):
+            names = {part.split(" as ")[0].strip() for part in (match.group(2) or match.group(3)).replace("\n", " ").split(",")}
+            if name in names:
+                return not _names_file(match.group(1), path, origin, self._exists)
+        return False
 
     def only_referenced(self, name: str) -> bool:
         """Whether the private method `name` is never called by name outside the tests, but is
@@ -225,6 +254,31 @@ class RepoIndex:
                 yield info["methods"].get(method) if info is not None else None
 
         return _all_grad_off(defs())
+
+
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n#]+))", re.MULTILINE)
+
+
+def _names_file(module: str, importer: str, target: str, exists: Callable[[str], bool]) -> bool:
+    """Can `from module import ...` in the file `importer` mean the file `target`? The first
+    of these that exists is the one imported: a relative import's file, a sibling module
+    (scripts run from their folder), a path from the repository's root; when none exists,
+    any folder's `module` path (a package under `src/`)."""
+    folder = posixpath.dirname(importer)
+    dots = len(module) - len(module.lstrip("."))
+    rest = module[dots:].replace(".", "/")
+    if dots:
+        base = folder
+        for _ in range(dots - 1):
+            base = posixpath.dirname(base)
+        stems = [posixpath.join(base, rest) if rest else base]
+    else:
+        stems = [posixpath.join(folder, rest), rest]
+    for stem in stems:
+        for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
+            if candidate == target or exists(candidate):
+                return candidate == target
+    return not dots and (target.endswith(f"/{rest}.py") or target.endswith(f"/{rest}/__init__.py"))
 
 
 def _visible(name: str, kind: str) -> bool:

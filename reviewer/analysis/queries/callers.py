@@ -226,7 +226,7 @@ def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
     if scope is None or scope.kind == "class" or flow.index is None:
         return False
     key = ("called_grad_off", scope.qualname)
-    return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind)))
+    return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind, origin=flow.file.path)))
 
 
 def reached_only_by_reference(flow: FunctionFlow) -> bool:

@@ -57,7 +57,8 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method == "zero_grad":
         zero_grad(cx, node, func.value)
         return NONE
-    if method == "load_state_dict":
+    if method == "load_state_dict" and not keyword_is(node, "assign", "True"):
+        # (`assign=True` puts the given tensors in place of the module's own: those are left as they were.)
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
         return UNKNOWN
     own_method = dotted(func.value) == "self" and method in cx.class_methods

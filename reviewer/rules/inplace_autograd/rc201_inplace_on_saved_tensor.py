@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
@@ -142,6 +143,22 @@ class InplaceOnSavedTensor(Rule):
             """,
             "nothing is saved under no_grad",
         ),
+        Valid(
+            """
+            import torch
+            def beam_search(model: torch.nn.Module, encoder_out, ys_log_probs):
+                log_probs = model.joiner(encoder_out).log_softmax(dim=-1)
+                log_probs.add_(ys_log_probs)
+                return log_probs.topk(4)
+            def decode_one_batch(model, batch):
+                return beam_search(model, batch["x"], batch["scores"])
+            @torch.no_grad()
+            def main(model, loader):
+                for batch in loader:
+                    decode_one_batch(model, batch)
+            """,
+            "every call of the search runs under a caller's no_grad (followed up the calls): nothing is saved",
+        ),
     )
     INVALID = (
         Invalid(
@@ -221,6 +238,8 @@ class InplaceOnSavedTensor(Rule):
             saved = saved_before(flow, write)
             if saved is None:
                 continue
+            if called_grad_off_in_repository(flow):
+                return  # every caller runs it with autograd off (a decoder's search): nothing was saved for a backward
             what = short_code(write.stmt or write.node)
             message = (
                 f"`{what}` modifies in place a tensor that autograd saved at line {saved.line} to compute the gradient of "

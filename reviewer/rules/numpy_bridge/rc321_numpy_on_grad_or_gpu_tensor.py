@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.rewrite import chain, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, receiver_of
@@ -146,6 +147,21 @@ class NumpyOnGradOrGpuTensor(Rule):
             """,
             "the other devices left the function before the conversion",
         ),
+        Valid(
+            """
+            import torch
+            def decode_one_batch(model: torch.nn.Module, feature):
+                processed = model.mask_encoder(feature)
+                mask = processed * 2
+                return mask.cpu().numpy()
+            def decode_dataset(model, loader):
+                return [decode_one_batch(model, f) for f in loader]
+            @torch.no_grad()
+            def main(model, loader):
+                return decode_dataset(model, loader)
+            """,
+            "every chain of calls into it starts under no_grad (followed up the calls): the masks carry no graph",
+        ),
     )
     INVALID = (
         Invalid(
@@ -220,9 +236,12 @@ class NumpyOnGradOrGpuTensor(Rule):
 def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, before: int) -> Value:
     """The tensor as the repository knows it: what a method or function defined under
     `@torch.no_grad()` returned (`actor.select_action(obs).cpu()`, or a name bound to it)
-    carries no graph, whatever a guess about calling a module said."""
+    carries no graph, whatever a guess about calling a module said; nor does anything in a
+    function every caller of which runs it with autograd off (followed a few calls up)."""
     if value.grad is not Tri.YES or flow.index is None:
         return value
+    if called_grad_off_in_repository(flow):
+        return value.but(grad=Tri.NO)
     tensor_methods = api.tensor_methods()
     for _ in range(8):
         if isinstance(expr, cst.Name):

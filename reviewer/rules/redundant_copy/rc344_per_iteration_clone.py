@@ -126,6 +126,21 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "the source is looked up anew each iteration (another layer, maybe another shape): no one buffer fits them all",
         ),
+        Valid(
+            """
+            import torch
+            def search(A, log_probs, blank_id: int):
+                B = HypothesisList()
+                for h in range(len(A)):
+                    hyp = A[h]
+                    for k in range(log_probs.size(0)):
+                        new_hyp = hyp.clone()
+                        new_hyp.log_prob_blank = hyp.log_prob + log_probs[k]
+                        B.add(new_hyp)
+                return B
+            """,
+            "`hyp` has attributes no tensor has (`log_prob`): a hypothesis object, whose clone is not a tensor buffer",
+        ),
     )
     INVALID = (
         Invalid(
@@ -182,12 +197,27 @@ class PerIterationCloneIntoNewTensor(Rule):
 
 def _used_as_other_class(flow: FunctionFlow, names: set[str]) -> bool:
     """Is one of `names` called with a method torch.Tensor does not have (`offset_verts_`,
-    `transform_boxes_`, `get_world_to_view_transform`)?"""
+    `transform_boxes_`, `get_world_to_view_transform`), or is an attribute torch.Tensor does
+    not have read or set on it (`new_hyp.ys = ...`, `hyp.log_prob`: a hypothesis object)?"""
+    tensor_attributes = api.tensor_methods()
     for call in flow.of(Call):
         func = call.call.func
-        if isinstance(func, cst.Attribute) and name_of(func.value) in names and func.attr.value not in api.tensor_methods():
+        if isinstance(func, cst.Attribute) and name_of(func.value) in names and func.attr.value not in tensor_attributes:
             return True
-    return False
+    scope = flow.scope
+    if scope is None:
+        return False
+    found = False
+
+    class Attributes(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            attr = node.attr.value
+            if isinstance(node.value, cst.Name) and node.value.value in names and attr not in tensor_attributes and not attr.startswith(("is_", "_")):
+                found = True
+
+    scope.node.visit(Attributes())
+    return found
 
 
 def _outlives_iteration(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:

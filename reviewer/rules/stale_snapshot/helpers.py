@@ -87,10 +87,21 @@ def through(flow: FunctionFlow, write: Write, name: str) -> bool:
 
 
 def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str]) -> Use | None:
+    rebound: list[Bind] = []
     for event in flow.after(change):
+        if isinstance(event, Bind) and event.name == name and event.index > change.index and not event.exclusive_with(change):
+            rebound.append(event)
+        if isinstance(event, Use) and event.name == name and any(_on_every_path(b, change, event) for b in rebound):
+            continue  # `sd = other` on every path from the change to the read: it reads the new binding
         if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)) and not event.exclusive_with(change):
             return event  # (a read in the other arm of an `if` around the change never sees it)
     return None
+
+
+def _on_every_path(bind: Bind, start: Event, end: Event) -> bool:
+    """Does every run from `start` to `end` pass `bind`? Yes when each branch arm and loop the
+    bind sits in also holds one of them (`if c: load(...); sd = other` before a read after the `if`)."""
+    return set(bind.arms) <= set(start.arms) | set(end.arms) and set(bind.loops) <= set(start.loops) | set(end.loops)
 
 
 def copy_module(flow: FunctionFlow) -> str | None:
