@@ -590,6 +590,15 @@ def test_the_index_follows_callers_of_this_definition_not_of_its_namesakes() -> 
     assert RepoIndex(Files(namesakes)).called_grad_off("search", "function", origin="a/beam_search.py")
     # Without knowing which definition is asked about, c's caller counts and vetoes.
     assert not RepoIndex(Files(namesakes)).called_grad_off("search", "function")
+    # A caller that takes it through a package's `__init__` (which re-exports it) is its caller.
+    package = {
+        "lib/__init__.py": "from .beam import search\n",
+        "lib/beam.py": _dedent(SEARCH),
+        "lib/decode.py": _dedent(DECODE.format(decorator="@torch.no_grad()")).replace("from beam_search import search", "from .beam import search"),
+        "app/run.py": "from lib import search\n\n\ndef score(model, x):\n    return search(model, x, x)[0].sum()\n",
+    }
+    assert RepoIndex(Files(package)).called_grad_off("search", "function", origin="lib/beam.py") is False
+    assert RepoIndex(Files({k: v for k, v in package.items() if k != "app/run.py"})).called_grad_off("search", "function", origin="lib/beam.py")
     # A file that defines no `decode_dataset` of its own and calls one with autograd on does veto.
     vetoed = RepoIndex(Files({**recipe, "b/compute_ppl.py": _dedent(PPL).replace("def decode_dataset(model, loader):\n    return [model(batch) for batch in loader]\n", "")}))
     assert not vetoed.called_grad_off("search", "function", origin="a/beam_search.py")

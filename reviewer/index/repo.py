@@ -206,8 +206,10 @@ class RepoIndex:
                 seen = True
         return seen
 
-    def _exists(self, path: str) -> bool:
-        return (self.here is not None and path == self.here[0]) or (self.files is not None and self.files.read(path) is not None)
+    def _text(self, path: str) -> str | None:
+        if self.here is not None and path == self.here[0]:
+            return self.here[1]
+        return self.files.read(path) if self.files is not None else None
 
     def _imports_another(self, path: str, name: str, origin: str) -> bool:
         """Does `path` take `name` from a module that is not the file `origin`?
@@ -218,13 +220,19 @@ class RepoIndex:
         return self._imports[key]
 
     def _read_imports_another(self, path: str, name: str, origin: str) -> bool:
-        text = self.here[1] if self.here is not None and path == self.here[0] else (self.files.read(path) if self.files is not None else None)
+        text = self._text(path)
         if not text:
             return False
+        definition = re.compile(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", re.MULTILINE)
+
+        def defines(candidate: str) -> bool | None:
+            other = self._text(candidate)
+            return None if other is None else bool(definition.search(other))
+
         for match in _FROM_IMPORT.finditer(text):
             names = {part.split(" as ")[0].strip() for part in (match.group(2) or match.group(3)).replace("\n", " ").split(",")}
             if name in names:
-                return not _names_file(match.group(1), path, origin, self._exists)
+                return not _names_file(match.group(1), path, origin, defines)
         return False
 
     def only_referenced(self, name: str) -> bool:
@@ -259,11 +267,13 @@ class RepoIndex:
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n#]+))", re.MULTILINE)
 
 
-def _names_file(module: str, importer: str, target: str, exists: Callable[[str], bool]) -> bool:
+def _names_file(module: str, importer: str, target: str, defines: Callable[[str], bool | None]) -> bool:
     """Can `from module import ...` in the file `importer` mean the file `target`? The first
     of these that exists is the one imported: a relative import's file, a sibling module
     (scripts run from their folder), a path from the repository's root; when none exists,
-    any folder's `module` path (a package under `src/`)."""
+    any folder's `module` path (a package under `src/`). A file that is not `target` means
+    it only if it does not define the name itself (a package's `__init__` re-exporting it).
+    `defines(path)`: whether the file defines the name, None when there is no such file."""
     folder = posixpath.dirname(importer)
     dots = len(module) - len(module.lstrip("."))
     rest = module[dots:].replace(".", "/")
@@ -276,8 +286,11 @@ def _names_file(module: str, importer: str, target: str, exists: Callable[[str],
         stems = [posixpath.join(folder, rest), rest]
     for stem in stems:
         for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
-            if candidate == target or exists(candidate):
-                return candidate == target
+            if candidate == target:
+                return True
+            own = defines(candidate)
+            if own is not None:
+                return not own
     return not dots and (target.endswith(f"/{rest}.py") or target.endswith(f"/{rest}/__init__.py"))
 
 
