@@ -147,21 +147,25 @@ def test_the_index_knows_a_class_defined_in_another_file(repo: Repo, tmp_path: P
     assert again.json["findings"] == result.json["findings"]
 
 
+class Files:
+    """A repository held in memory, for the index."""
+
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.texts = texts
+
+    def mentioning(self, word: str) -> list[str]:
+        return sorted(p for p, t in self.texts.items() if word in t)
+
+    def read(self, path: str) -> str | None:
+        return self.texts.get(path)
+
+    def blob(self, path: str) -> str | None:
+        return None
+
+
 def test_a_class_defined_twice_must_keep_in_both_to_count() -> None:
-    class Files:
-        def __init__(self) -> None:
-            self.texts = {"a.py": _dedent(METER), "b.py": "class AverageMeter:\n    def update(self, val, n=1):\n        print(val)\n"}
-
-        def mentioning(self, word: str) -> list[str]:
-            return sorted(p for p, t in self.texts.items() if word in t)
-
-        def read(self, path: str) -> str | None:
-            return self.texts.get(path)
-
-        def blob(self, path: str) -> str | None:
-            return None
-
-    assert RepoIndex(Files()).keeps("AverageMeter", "update", 0, None) is None
+    texts = {"a.py": _dedent(METER), "b.py": "class AverageMeter:\n    def update(self, val, n=1):\n        print(val)\n"}
+    assert RepoIndex(Files(texts)).keeps("AverageMeter", "update", 0, None) is None
     assert file_facts(_dedent(METER))["classes"]["AverageMeter"]["methods"]["update"]["keeps"] == {"val": ["sum", 6, "accumulates"], "n": ["sum", 6, "accumulates"]}
 
 
@@ -570,19 +574,6 @@ def test_a_search_reached_with_autograd_on_is_still_reported(repo: Repo, tmp_pat
 
 
 def test_the_index_follows_callers_of_this_definition_not_of_its_namesakes() -> None:
-    class Files:
-        def __init__(self, texts: dict[str, str]) -> None:
-            self.texts = texts
-
-        def mentioning(self, word: str) -> list[str]:
-            return sorted(p for p, t in self.texts.items() if word in t)
-
-        def read(self, path: str) -> str | None:
-            return self.texts.get(path)
-
-        def blob(self, path: str) -> str | None:
-            return None
-
     recipe = {"a/beam_search.py": _dedent(SEARCH), "a/decode.py": _dedent(DECODE.format(decorator="@torch.no_grad()"))}
     assert RepoIndex(Files(recipe)).called_grad_off("search", "function", origin="a/beam_search.py")
     # Another file's own `decode_dataset`, and a file that imports its own folder's `search`.

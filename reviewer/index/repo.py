@@ -248,7 +248,7 @@ class RepoIndex:
                 continue
             if any(call["callee"] == name for call in (self.facts(path) or {}).get("calls", [])):
                 return False
-            text = self.here[1] if self.here is not None and path == self.here[0] else (self.files.read(path) if self.files is not None else None)
+            text = self._text(path)
             found = found or bool(text and reference.search(text))
         return found
 
