@@ -859,3 +859,88 @@ def test_loading_with_assign_leaves_the_old_state_dicts_tensors_as_they_were() -
     assert _messages(source.format(assign=", assign=True"), "RC151") == []
     [finding] = _messages(source.format(assign=""), "RC151")
     assert "read at line 7" in finding
+
+
+RIPPLE = """
+import torch
+from torch import nn
+
+
+class Ripple(nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.entity_embedding = nn.Embedding(n, 8)
+        self.h_emb_list = []
+
+    def forward(self, heads):
+{reset}        for head in heads:
+            self.h_emb_list.append(self.entity_embedding(head))
+        return sum(h.sum() for h in self.h_emb_list)
+"""
+
+
+def test_a_list_on_self_made_anew_in_the_same_call_keeps_only_that_calls_graphs() -> None:
+    assert _messages(RIPPLE.format(reset="        self.h_emb_list = []\n"), "RC252") == []
+    # Emptied only on some calls, it keeps every other call's embeddings.
+    [finding] = _messages(RIPPLE.format(reset="        if not heads:\n            self.h_emb_list = []\n"), "RC252")
+    assert "on every call" in finding
+    # Never emptied here: every call's graph stays in the list.
+    [finding] = _messages(RIPPLE.format(reset=""), "RC252")
+    assert "`self.h_emb_list`" in finding
+
+
+RESHAPED = """
+import torch
+from torch import nn
+
+
+class Items(nn.Module):
+    def __init__(self, n: int):
+        super().__init__()
+        self.embedding = nn.Embedding(n, 8)
+        self.transform = nn.Linear(8, 8)
+        self.n_hop = 2
+
+    def full(self, item):
+        self.items = self.embedding.weight[:10]
+        return self._key()
+
+    def _key(self):
+        o_list = []
+        for hop in range(self.n_hop):
+            o = self.embedding.weight.sum()
+            if len(self.items.size()) == 2:
+                self.items = {first}
+                self.items = {second}
+            self.items = self.transform(self.items + o)
+            o_list.append(o)
+        return o_list
+"""
+
+
+def test_reshaping_an_attribute_in_place_of_itself_accumulates_nothing() -> None:
+    assert _messages(RESHAPED.format(first="self.items.unsqueeze(0)", second="self.items.expand(4, -1, -1)"), "RC251") == []
+    # Adding a new attached value to it on every call does: each call's graph stays in it.
+    growing = RESHAPED.replace("        self.items = self.embedding.weight[:10]\n", "").format(first="self.items.unsqueeze(0)", second="self.items + o")
+    [finding] = _messages(growing, "RC251")
+    assert "accumulates `self.items + o`" in finding and "on every call" in finding
+
+
+def test_a_forward_that_reads_its_input_only_as_inputs_0_is_handed_a_list_not_a_tensor() -> None:
+    # Keras-style `forward(self, inputs)` with numpy arrays in the list: `inputs[0]` is not
+    # known to be a tensor, and `.detach()` on it would raise.
+    listed = """
+        import torch
+        from torch import nn
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dense = nn.Linear(4, 6)
+            def forward(self, inputs):
+                return torch.relu(self.dense(torch.tensor(inputs[0], dtype=torch.float32)))
+        """
+    assert _messages(listed, "RC301") == []
+    # Used whole as well, it is the input tensor, and so is its first row.
+    whole = listed.replace("return torch.relu", "scale = inputs.abs().max()\n                return scale * torch.relu")
+    [finding] = _messages(whole, "RC301")
+    assert "`inputs[0]`" in finding

@@ -221,6 +221,8 @@ class Interpreter(Assignments):
             return False
         if not isinstance(expr, cst.Call):
             return True
+        if _reshaped(expr, key):
+            return False  # `self.h = self.h.unsqueeze(0)`: the same values in another shape, nothing added
         func = expr.func
         if isinstance(func, cst.Attribute) and dotted(func.value) == key:
             return True
@@ -296,3 +298,10 @@ def _if_exits(stmt: cst.If) -> bool:
     """An `if` leaves the function when it has an `else` and every arm ends by leaving:
     `if inplace: return x.mul_(w)` / `else: return x * w`."""
     return stmt.orelse is not None and _exits(stmt.body.body) and _orelse_exits(stmt)
+
+
+def _reshaped(expr: cst.BaseExpression, key: str) -> bool:
+    """Is `expr` `key` itself through view and reshape methods only (`key.unsqueeze(0).expand(n, -1, -1)`)?"""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in api.VIEW_METHODS | api.MAYBE_VIEW_METHODS:
+        expr = expr.func.value
+    return not isinstance(expr, cst.Call) and dotted(expr) == key

@@ -125,7 +125,7 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
             kind = Kind.OTHER if default.kind is Kind.OTHER else Kind.UNKNOWN
     if kind is Kind.UNKNOWN:
         kind = evidence.kind_of(name)
-    if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param):
+    if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param) and not _list_of_inputs(cx, name):
         kind = Kind.TENSOR  # nn.Module.forward(self, x): x is the input tensor
     handed = _pipeline_input(cx, param) if kind is Kind.UNKNOWN and param.default is None else None
     if handed is not None:
@@ -188,6 +188,19 @@ def _first_input(cx: Context, param: cst.Param) -> bool:
     assert cx.scope is not None and isinstance(cx.scope.node, cst.FunctionDef)
     positional = list(cx.scope.node.params.params)
     return len(positional) > 1 and positional[1] is param
+
+
+def _list_of_inputs(cx: Context, name: str) -> bool:
+    """Is `forward(self, inputs)` handed a list of inputs (Keras style): is the parameter read
+    only as `inputs[0]`, `inputs[1]`? A tensor input is used as a whole somewhere."""
+    assert cx.scope is not None and isinstance(cx.scope.node, cst.FunctionDef)
+    body = _COMMENT.sub("", cst.Module([]).code_for_node(cx.scope.node.body))
+    uses = list(re.finditer(rf"(?<![\w.]){re.escape(name)}\b", body))
+    return bool(uses) and all(_CONSTANT_INDEX.match(body, use.end()) for use in uses)
+
+
+_COMMENT = re.compile(r"#[^\n]*")
+_CONSTANT_INDEX = re.compile(r"\s*\[\s*-?\d+\s*\]")
 
 
 def _pipeline_input(cx: Context, param: cst.Param) -> str | None:

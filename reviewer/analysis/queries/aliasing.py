@@ -12,7 +12,7 @@ from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import Kind, Value
 
-__all__ = ["AliasPair", "alias_pairs", "calls_with", "holders_before", "last_bind", "name_of", "overlaps", "reads_after", "writes_to"]
+__all__ = ["AliasPair", "alias_pairs", "calls_with", "emptied_before", "holders_before", "last_bind", "name_of", "overlaps", "reads_after", "writes_to"]
 
 
 def name_of(node: cst.CSTNode | None) -> str:
@@ -34,6 +34,21 @@ def last_bind(flow: FunctionFlow, name: str, before: int, reaching: Event | None
         if isinstance(event, Bind) and event.name == name and (reaching is None or not event.exclusive_with(reaching)):
             found = event
     return found
+
+
+def emptied_before(flow: FunctionFlow, name: str, event: Event) -> bool:
+    """Is `name` made a new empty container (`self.outputs = []`) earlier in this same call, on
+    every path to `event`? Then it holds only what this call puts in it."""
+    return any(
+        isinstance(e, Bind) and e.name == name and e.index < event.index and _empty(e.expr) and set(e.arms) <= set(event.arms) and set(e.loops) <= set(event.loops)
+        for e in flow.events
+    )
+
+
+def _empty(expr: cst.BaseExpression | None) -> bool:
+    if isinstance(expr, (cst.List, cst.Dict)):
+        return not expr.elements
+    return isinstance(expr, cst.Call) and not expr.args and dotted(expr.func) in ("list", "dict", "collections.OrderedDict", "OrderedDict")
 
 
 def holders_before(flow: FunctionFlow, event: Event, roots: frozenset[str], exclude: str) -> dict[str, Value]:

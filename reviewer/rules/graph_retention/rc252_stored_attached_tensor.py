@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
+from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, step_loop
 from review_copies.analysis.syntax import short_code
@@ -207,7 +208,7 @@ class StoredAttachedTensor(Rule):
             loop = loop_of(flow, store)
             container = store.container
             # Growing a list on self keeps every call's graph; a keyed cache on self does not grow.
-            persistent = container.startswith("self.") and store.how in ("append", "extend", "insert")
+            persistent = container.startswith("self.") and store.how in ("append", "extend", "insert") and not emptied_before(flow, container, store)
             if loop is None and not persistent:
                 continue
             # The list must outlive a step: made before the step loop, not anew in each step.
