@@ -468,6 +468,7 @@ def fast_learn(u: nn.Embedding, v: nn.Embedding, nodes, lr):
     score = torch.sigmoid(torch.mul(emb_u, emb_v).sum(dim=1, keepdim=True))
     grad_v = (1 - score) * emb_u * lr
     v.weight.data.index_add_(0, nodes, grad_v)
+    return score
 """
 
 TRAIN_WITHOUT_GRAD = """
@@ -485,7 +486,8 @@ def train(u, v, walks, lr):
 def test_a_data_write_every_caller_elsewhere_runs_without_grad_hides_nothing_from_autograd(repo: Repo, tmp_path: Path) -> None:
     # A hand-written embedding update (DGL's DeepWalk) called only under `with
     # torch.no_grad():` in another file: nothing is saved for a backward, so the `.data`
-    # update cannot corrupt one. A caller with autograd on brings the finding back.
+    # update cannot corrupt one. A caller with autograd on brings the finding back (the
+    # returned score holds the graph that saved the embeddings).
     repo.write("model.py", EMBEDDINGS)
     repo.write("deepwalk.py", TRAIN_WITHOUT_GRAD)
     repo.commit("a hand-written update, called without grad")

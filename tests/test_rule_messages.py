@@ -944,3 +944,44 @@ def test_a_forward_that_reads_its_input_only_as_inputs_0_is_handed_a_list_not_a_
     whole = listed.replace("return torch.relu", "scale = inputs.abs().max()\n                return scale * torch.relu")
     [finding] = _messages(whole, "RC301")
     assert "`inputs[0]`" in finding
+
+
+def test_a_parameter_annotated_tensor_but_read_as_a_mapping_is_not_the_callers_tensor() -> None:
+    source = """
+        import numpy as np
+        import torch
+        def plot_prediction(series: torch.Tensor, predictions: torch.Tensor, end: int = 500):
+            for key in predictions.keys():
+                predictions[key] = np.array([x.detach().cpu().numpy() for x in predictions[key]]).ravel()
+            return series[:end], predictions["median"][:end]
+        """
+    assert _messages(source, "RC102") == []
+    # A real tensor argument written the same way is the caller's tensor changed.
+    tensor = source.replace("for key in predictions.keys():", "for key in range(3):").replace("np.array([x.detach().cpu().numpy() for x in predictions[key]]).ravel()", "0.0")
+    [finding] = _messages(tensor, "RC102")
+    assert "`predictions`" in finding
+
+
+OPTIONAL_FILLER = """
+import torch
+
+
+def build(candidate_features, next_candidate_features):
+    filler = None
+    first = None
+    if candidate_features is not None:
+        filler = torch.zeros((candidate_features.shape[0], candidate_features.shape[1]){dtype})
+        first = filler.clone().float()
+    if next_candidate_features is not None:
+        assert filler is not None
+        return first, filler.clone().float()
+    return first, None
+"""
+
+
+def test_a_name_that_is_none_or_a_float32_tensor_keeps_its_dtype_when_it_is_the_tensor() -> None:
+    # `.float()` of a float32 tensor returns it: the clone is the only copy, on both paths.
+    assert _messages(OPTIONAL_FILLER.format(dtype=""), "RC342") == []
+    # Of an int64 tensor, `.float()` copies again, and the clone is thrown away (both lines).
+    findings = _messages(OPTIONAL_FILLER.format(dtype=", dtype=torch.int64"), "RC342")
+    assert len(findings) == 2 and all("copies twice" in f for f in findings)

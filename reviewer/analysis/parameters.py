@@ -18,6 +18,8 @@ from review_copies.analysis.values import Kind, Tri, Value
 
 _TENSOR_ANNOTATIONS = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor", "torch.FloatTensor"))
 _MODULE_ANNOTATIONS = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module"))
+# Methods of dicts and lists that no tensor has.
+_CONTAINER_ONLY_METHODS = frozenset(("keys", "items", "get", "setdefault", "popitem", "append", "extend", "insert"))
 _CONTAINER_ANNOTATIONS = frozenset(("list", "List", "tuple", "Tuple", "dict", "Dict", "Sequence", "Iterable", "Mapping"))
 
 
@@ -119,6 +121,8 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
     kind = given or Kind.UNKNOWN
     if given is None and param.annotation is not None:
         kind = annotation_kind(cx, param.annotation.annotation)
+        if kind is Kind.TENSOR and evidence.methods.get(name, set()) & _CONTAINER_ONLY_METHODS:
+            kind = Kind.OTHER  # `predictions: torch.Tensor` read as `predictions.keys()`: the annotation is wrong
     if kind is Kind.UNKNOWN and param.default is not None:
         default = cx.ev(param.default)
         if default.kind in (Kind.SCALAR, Kind.NONE, Kind.OTHER):

@@ -114,6 +114,12 @@ class Value:
         """What is known of a name that holds `self` on one path and `other` on another."""
         if self == other:
             return self
+        if Kind.NONE in (self.kind, other.kind) and self.kind is not other.kind:
+            # `x = None` on one path: x's dtype and device, when it is a tensor, are the other path's.
+            some = other if self.kind is Kind.NONE else self
+            dtype, device = some.dtype, some.device
+        else:
+            dtype, device = (self.dtype if self.dtype == other.dtype else None), self.device.join(other.device)
         kind = self.kind if self.kind is other.kind else Kind.UNKNOWN
         items = self.items if self.items == other.items else None
         element = self.element if self.element == other.element else None
@@ -121,8 +127,8 @@ class Value:
             kind=kind,
             grad=self.grad.join(other.grad),
             leaf=self.leaf and other.leaf,
-            device=self.device.join(other.device),
-            dtype=self.dtype if self.dtype == other.dtype else None,
+            device=device,
+            dtype=dtype,
             roots=self.roots | other.roots,
             certain=self.certain and other.certain and self.roots == other.roots,
             via=self.via if self.via == other.via else "",

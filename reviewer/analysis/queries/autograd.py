@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from review_copies.analysis.events import Backward, Bind, FunctionFlow, Saved, Write
+import libcst as cst
+
+from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Return, Saved, Store, Write
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.roots import overlaps
+from review_copies.analysis.values import Kind, Tri, Value
 
 
 def backpropagated(flow: FunctionFlow, roots: frozenset[str], after: int = -1) -> bool:
@@ -44,3 +47,52 @@ def _rebound(flow: FunctionFlow, saved: Saved, write: Write) -> bool:
     return any(
         isinstance(e, Bind) and e.name == name and saved.index < e.index < write.index and not overlaps(e.value.roots, saved.roots) for e in flow.events
     )
+
+
+def reaches_a_backward(flow: FunctionFlow, saved: Saved) -> bool:
+    """Can a backward ever run through what autograd saved here: is it backpropagated in
+    this function, or does a value whose graph holds it leave the function (returned,
+    stored, handed to anything but a torch op the analysis follows)? A distance that only
+    feeds an `argmax` (`_, ind = (-dist).max(1)`) never is: its graph is dropped unused."""
+    for event in flow.events:
+        if isinstance(event, (Return, Store, Backward)) and saved.index in _graph(event.value):
+            return True
+        if isinstance(event, Call):
+            inputs = (*event.args, *(v for _, v in event.kwargs), *((event.receiver,) if event.receiver is not None else ()))
+            if any(saved.index in _graph(v) for v in inputs) and not _followed(event, saved.index):
+                return True
+    return False
+
+
+def _graph(value: Value) -> frozenset[int]:
+    """The saved records a value's graph holds, its items' and elements' included."""
+    found = value.graph
+    for part in (*(value.items or ()), *((value.element,) if value.element is not None else ())):
+        found |= part.graph
+    return found
+
+
+# Torch ops that return (values, indices): only the values are differentiable.
+_VALUES_AND_INDICES = frozenset("max min topk sort kthvalue mode median nanmedian cummax cummin".split())
+
+
+def _followed(call: Call, index: int) -> bool:
+    """Is `call` a torch op whose result shows where the saved record goes: on in the result's
+    graph, or nowhere (a number, a non-differentiable result, values unpacked into `_`)?"""
+    name = call.method or (call.qualnames[0].rpartition(".")[2] if call.qualnames else "")
+    torch_op = (call.method is not None and call.receiver is not None and call.receiver.is_tensor) or (
+        bool(call.qualnames) and all(q.startswith("torch.") for q in call.qualnames)
+    )
+    if not torch_op:
+        return False
+    stmt = call.stmt
+    if isinstance(stmt, cst.Assign) and stmt.value is call.node and isinstance(stmt.targets[0].target, cst.Tuple):
+        # Unpacked: `_, ind = x.max(1)` throws the values away; anything else keeps them.
+        first = stmt.targets[0].target.elements[0].value
+        return name in _VALUES_AND_INDICES and len(stmt.targets) == 1 and isinstance(first, cst.Name) and first.value == "_"
+    result = call.result
+    if result.kind in (Kind.SCALAR, Kind.OTHER, Kind.NONE):
+        return True
+    if result.kind is Kind.TENSOR:
+        return index in result.graph or result.grad is Tri.NO
+    return False

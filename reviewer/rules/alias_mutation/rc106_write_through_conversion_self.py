@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import libcst as cst
+
 from review_copies.analysis.events import FunctionFlow
 from review_copies.analysis.queries.aliasing import AliasPair
 from review_copies.analysis.values import Value
@@ -106,6 +108,18 @@ class WriteThroughConversionSelf(WriteThroughAlias):
             """,
             "indexing with a tensor copies: the write never reaches `table`, whatever `.to` returned",
         ),
+        Valid(
+            """
+            import torch
+            def refine(codes, model, device, steps: int):
+                arr = torch.tensor(codes.T).to(device)
+                for n in range(steps):
+                    window = arr[n * 8 : n * 8 + 16][None]
+                    window[0, 8:] = model(window).argmax(-1)[0, 8:]
+                return arr
+            """,
+            "`window` is a slice of `arr`, not what `.to` returned: the write into `arr` is a view's, and the point",
+        ),
     )
     INVALID = (
         Invalid(
@@ -149,7 +163,10 @@ class WriteThroughConversionSelf(WriteThroughAlias):
     )
 
     def accepts(self, flow: FunctionFlow, pair: AliasPair, alias: Value) -> bool:
-        return True  # aliasing is possible, not certain: the message says when
+        # Aliasing is possible, not certain (the message says when); but the name must be the
+        # conversion's result itself: a slice of a `.to(...)` result is a view of it (RC104's).
+        bind = pair.holder_bind if alias is pair.holder_value else pair.writer_bind
+        return bind is None or bind.expr is None or _converts(bind.expr)
 
     def message(self, pair: AliasPair) -> str:
         return (
@@ -157,3 +174,11 @@ class WriteThroughConversionSelf(WriteThroughAlias):
             "whenever dtype, device and layout already match (no copy is made), so the write can change "
             f"`{pair.holder}`, which is read again at {read_lines(pair.reads)}. Copy explicitly (`copy=True` or `.clone()`)."
         )
+
+
+# Methods that may return their receiver itself (the prefilter's calls).
+_MAY_RETURN_SELF = frozenset("to cpu cuda float double half contiguous reshape flatten type".split())
+
+
+def _converts(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MAY_RETURN_SELF

@@ -135,6 +135,20 @@ class LegacyConstructorAlias(Rule):
             """,
             "`[False] * lengths[i]` repeats a list (an integer tensor is an index): the constructor builds from a list",
         ),
+        Valid(
+            """
+            import torch
+            def grow(net, context_length: int, steps: int):
+                ts = torch.normal(0, 0.1, size=(1, context_length))
+                for _ in range(steps):
+                    window = torch.Tensor(ts[0][-context_length:]).view(1, context_length)
+                    samples = net.get_distr(window).sample((100,))
+                    prediction = sum(samples) / len(samples)
+                    ts = torch.cat([ts, prediction], dim=1)
+                return ts
+            """,
+            "only read, never written through either name, nor handed back: the alias changes nothing",
+        ),
     )
     INVALID = (
         Invalid(
@@ -195,9 +209,11 @@ class LegacyConstructorAlias(Rule):
             written = _written_after(flow, event, source.roots)
             if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
-            if not plain and source.dtype is None and not written and not _handed_back(flow, event):
-                # A typed constructor, an unknown dtype, no write, and the alias only read here
-                # (`torch.FloatTensor(b[:2]) + ...`): a dtype that differs raises at once.
+            if source.dtype is None and not written and not _handed_back(flow, event):
+                # An unknown dtype, no write, and the alias only read here: a typed constructor
+                # given another dtype raises at once (`torch.FloatTensor(b[:2]) + ...`), and
+                # `torch.Tensor(t)` of a float32 `t` cannot be told from a copy; only a known
+                # other dtype (an integer `t` kept as it is) would show.
                 continue
             what = code_of(arg.value)
             dtype_note = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from review_copies.analysis.events import FunctionFlow, Write
-from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.autograd import reaches_a_backward, saved_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.syntax import short_code
@@ -76,6 +76,28 @@ class DataMutationHidesFromAutograd(Rule):
             """,
             "nothing was saved: a (dated but harmless) weight update",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            import torch.nn.functional as F
+            class Quantize(nn.Module):
+                def __init__(self, dim: int, n_embed: int):
+                    super().__init__()
+                    self.dim = dim
+                    self.register_buffer("embed", torch.randn(dim, n_embed))
+                    self.register_buffer("embed_avg", torch.randn(dim, n_embed))
+                def forward(self, input):
+                    flatten = input.reshape(-1, self.dim)
+                    dist = flatten.pow(2).sum(1, keepdim=True) - 2 * flatten @ self.embed + self.embed.pow(2).sum(0, keepdim=True)
+                    _, embed_ind = (-dist).max(1)
+                    quantize = F.embedding(embed_ind, self.embed.transpose(0, 1))
+                    if self.training:
+                        self.embed.data.copy_(self.embed_avg * 0.5)
+                    return input + (quantize - input).detach(), embed_ind
+            """,
+            "the distances that saved the codebook only pick indices (`_, ind = ....max(1)`): no backward ever runs through them",
+        ),
     )
     INVALID = (
         Invalid(
@@ -97,8 +119,8 @@ class DataMutationHidesFromAutograd(Rule):
             if write.target.via != "data" or deliberate_write(write):
                 continue
             saved = saved_before(flow, write)
-            if saved is None:
-                continue
+            if saved is None or not reaches_a_backward(flow, saved):
+                continue  # (a graph dropped unused is never backpropagated)
             message = (
                 f"`{short_code(write.stmt or write.node)}` changes through `.data` a tensor autograd saved at line {saved.line} for the "
                 f"gradient of {saved.op}. `.data` bypasses the version check, so backward runs on the modified values and the "
