@@ -209,11 +209,12 @@ class LegacyConstructorAlias(Rule):
             written = _written_after(flow, event, source.roots)
             if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
-            if source.dtype is None and not written and not _handed_back(flow, event):
+            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or _made_here(source.roots)):
                 # An unknown dtype, no write, and the alias only read here: a typed constructor
-                # given another dtype raises at once (`torch.FloatTensor(b[:2]) + ...`), and
-                # `torch.Tensor(t)` of a float32 `t` cannot be told from a copy; only a known
-                # other dtype (an integer `t` kept as it is) would show.
+                # given another dtype raises at once (`torch.FloatTensor(b[:2]) + ...`). Plain
+                # `torch.Tensor(t)` keeps t's dtype, which matters for what came from outside
+                # (an argument the caller may pass as float64), not for a tensor this function
+                # computed itself.
                 continue
             what = code_of(arg.value)
             dtype_note = (
@@ -227,6 +228,11 @@ class LegacyConstructorAlias(Rule):
                 f"for a copy, or `{what}` itself if sharing is meant."
             )
             yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))
+
+
+def _made_here(roots: frozenset) -> bool:
+    """Memory this function allocated itself (no argument's, no attribute's)."""
+    return bool(roots) and all("@" in r and not r.startswith(("arg:", "self", "params:")) for r in roots)
 
 
 def _written_after(flow: FunctionFlow, event: Call, roots: frozenset) -> bool:
