@@ -985,3 +985,81 @@ def test_a_name_that_is_none_or_a_float32_tensor_keeps_its_dtype_when_it_is_the_
     # Of an int64 tensor, `.float()` copies again, and the clone is thrown away (both lines).
     findings = _messages(OPTIONAL_FILLER.format(dtype=", dtype=torch.int64"), "RC342")
     assert len(findings) == 2 and all("copies twice" in f for f in findings)
+
+
+REPTILE = """
+import copy
+import torch
+
+
+def fast_adapt(batch, learner, optimizer, steps: int):
+    for _ in range(steps):
+        optimizer.zero_grad()
+        learner(batch).sum().backward()
+        optimizer.step()
+
+
+def meta_train(model, tasks, meta_lr: float, fast_lr: float, steps: int):
+    opt = torch.optim.SGD(model.parameters(), meta_lr)
+    adapt_opt = torch.optim.Adam(model.parameters(), lr=fast_lr)
+    adapt_opt_state = adapt_opt.state_dict()
+    for batch in tasks:
+        learner = copy.deepcopy(model)
+{rebind}        adapt_opt.load_state_dict(adapt_opt_state)
+        fast_adapt(batch, learner, adapt_opt, steps)
+        adapt_opt_state = adapt_opt.state_dict()
+        {step}.step()
+"""
+
+
+def test_an_optimizers_state_dict_is_changed_by_its_own_steps_only() -> None:
+    fresh = "        adapt_opt = torch.optim.Adam(learner.parameters(), lr=fast_lr)\n"
+    # The meta-optimizer's step leaves the inner optimizer's moments alone, and each task
+    # hands the helper a new inner optimizer (its `load_state_dict` copies the state in).
+    assert _messages(REPTILE.format(rebind=fresh, step="opt"), "RC151") == []
+    # Stepping the very optimizer whose state was taken changes what the name holds.
+    [finding] = _messages(REPTILE.format(rebind=fresh, step="adapt_opt"), "RC151")
+    assert "`adapt_opt.step()`" in finding
+
+
+QDQ = '''
+import torch
+
+
+def quant_weight(weight, scale, fp8_aware: bool = False):
+    """{doc}"""
+    if fp8_aware:
+        weight.mul_(1 / scale)
+    return torch.round(weight / scale)
+
+
+def act_qdq(x, use_gpu_path: bool, chunk: int = 2048):
+    {flag} = use_gpu_path and x.is_cuda
+    if {flag}:
+        flat = x.reshape(-1, x.shape[-1])
+        for start in range(0, flat.shape[0], chunk):
+            flat[start : start + chunk].copy_(torch.round(flat[start : start + chunk]))
+        return x * 2
+    return torch.round(x) * 2
+'''
+
+
+def test_a_function_that_says_it_works_in_place_writes_its_argument_on_purpose() -> None:
+    assert _messages(QDQ.format(doc="Quant and dequant the weight. It's an in-place function.", flag="use_inplace"), "RC102") == []
+    # Saying nothing, or saying the opposite, the writes change the caller's tensors.
+    findings = _messages(QDQ.format(doc="Quant and dequant the weight; returns a new tensor, not in place.", flag="use_fast"), "RC102")
+    assert len(findings) == 2 and "`weight`" in findings[0] and "`x`" in findings[1]
+
+
+def test_a_flag_that_says_the_value_is_not_a_tensor_picks_the_arm_that_builds_one() -> None:
+    source = """
+        import torch
+        def prep(sat_val):
+            is_scalar = not isinstance(sat_val, torch.Tensor)
+            out = torch.tensor(sat_val) if {test} else sat_val.clone().detach()
+            return out.float()
+        """
+    assert _messages(source.format(test="is_scalar"), "RC301") == []
+    # The flag's opposite builds from the tensor itself: the copy-construct warning.
+    [finding] = _messages(source.format(test="not is_scalar"), "RC301")
+    assert "`sat_val`" in finding

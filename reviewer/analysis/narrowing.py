@@ -77,7 +77,10 @@ def dtype_test(cx: Context, test: cst.BaseExpression) -> tuple[str, str, bool] |
 
 
 def type_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, list[cst.BaseExpression]]:
-    """`isinstance(x, T)` / `isinstance(x, (A, B))` / `type(x) is T` -> (x, [types])."""
+    """`isinstance(x, T)` / `isinstance(x, (A, B))` / `type(x) is T` -> (x, [types]); under a
+    `not` too (`is_scalar = not isinstance(x, torch.Tensor)`: `narrow` swaps the arms)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return type_test(test.expression)
     if isinstance(test, cst.Call) and dotted(test.func) in ("torch.is_tensor", "is_tensor") and len(test.args) == 1:
         return test.args[0].value, [cst.Attribute(value=cst.Name("torch"), attr=cst.Name("Tensor"))]
     if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance" and len(test.args) == 2:

@@ -13,7 +13,8 @@ is the only place that builds or reads one, so its spelling is an implementation
 | `gradients(r)`        | the `.grad` tensors of `r`                                     |
 | `ANY_PARAMS`          | any module's parameters (an optimizer step of unknown reach)   |
 | `ANY_GRAD`            | any parameter's gradient (`zero_grad(set_to_none=False)`)      |
-| `OPTIMIZER_STATE`     | an optimizer's moment buffers                                  |
+| `optimizer_state(o)`  | the moment buffers of the optimizer named `o`                  |
+| `OPTIMIZER_STATE`     | the moment buffers of an optimizer with no simple name        |
 | `fresh(...)`          | a new tensor, list or dict made on one line                    |
 | `self.x` (dotted)     | an attribute of `self` first seen without a known value        |
 | `of_constructor(r)`   | `r` as built in `__init__` from its parameter, seen elsewhere  |
@@ -33,6 +34,11 @@ SELF: Root = "self"
 
 def argument(name: str) -> Root:
     return f"arg:{name}"
+
+
+def optimizer_state(name: str) -> Root:
+    """Each optimizer object has buffers of its own: stepping `opt` leaves `adapt_opt`'s alone."""
+    return f"{OPTIMIZER_STATE}:{name}" if name else OPTIMIZER_STATE
 
 
 def parameters(module: str) -> Root:
@@ -112,8 +118,13 @@ def overlaps(a: Iterable[Root], b: Iterable[Root]) -> bool:
     left, right = set(a), set(b)
     if left & right:
         return True
-    # A write to "any module's parameters" (or gradients) reaches every such root.
-    for wildcard, reached in ((ANY_PARAMS, is_parameters), (ANY_GRAD, is_gradient)):
+    # A write to "any module's parameters" (or gradients, or an unnamed optimizer's state)
+    # reaches every such root.
+    for wildcard, reached in ((ANY_PARAMS, is_parameters), (ANY_GRAD, is_gradient), (OPTIMIZER_STATE, is_optimizer_state)):
         if (wildcard in left and any(reached(r) for r in right)) or (wildcard in right and any(reached(r) for r in left)):
             return True
     return False
+
+
+def is_optimizer_state(root: Root) -> bool:
+    return root == OPTIMIZER_STATE or root.startswith(OPTIMIZER_STATE + ":")

@@ -5,6 +5,8 @@ intended rather than a hazard; the name lists are in `analysis.guesses`."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Return, Write
@@ -62,7 +64,31 @@ def declares_mutation(flow: FunctionFlow) -> bool:
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
     names = [p.name.value for p in (*scope.node.params.params, *scope.node.params.kwonly_params)]
-    return any("inplace" in n for n in names) or (bool(names) and names[0] == "ctx") or bool(WRITER_NAME.search(scope.name))
+    if any("inplace" in n for n in names) or (bool(names) and names[0] == "ctx") or bool(WRITER_NAME.search(scope.name)):
+        return True
+    # The docstring says so ("It's an in-place function"), or the write sits behind a flag
+    # named for it (`if use_inplace and x.is_cuda:`).
+    docstring = scope.node.get_docstring() or ""
+    return bool(_SAYS_IN_PLACE.search(docstring)) or any(_INPLACE_FLAG.search(code_of(test)) for test in _if_tests(scope.node))
+
+
+# "in-place" / "in place" / "inplace", not as "not in place", "non-inplace" or "out-of-place".
+_SAYS_IN_PLACE = re.compile(r"(?<![\w-])(?<!not )(?<!non-)(?<!non )in[- ]?place\b(?! of\b)", re.I)
+_INPLACE_FLAG = re.compile(r"\b\w*in_?place\w*\b", re.I)
+
+
+def _if_tests(fn: cst.FunctionDef) -> list[cst.BaseExpression]:
+    tests: list[cst.BaseExpression] = []
+
+    class Ifs(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            tests.append(node.test)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    fn.visit(Ifs())
+    return tests
 
 
 def registered_op(flow: FunctionFlow) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
@@ -121,7 +122,9 @@ def _construct(cx: Context, node: cst.Call, qual: str, short: str, args: tuple[V
     if qual.startswith("torch.optim."):
         target = args[0] if args else kwargs.get("params", UNKNOWN)
         owned = target.roots if target.kind in (Kind.PARAMETER_LIST, Kind.MODULE) else frozenset()
-        return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=owned, fresh=True, origin=origin)
+        # Its moment buffers are this object's own: another optimizer over the same parameters has others.
+        state = frozenset(roots.optimizer_state(r) for r in cx.new_root(node, "opt"))
+        return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=owned | state, fresh=True, origin=origin)
     has_params = Tri.NO if short in api.PARAMETERLESS_MODULES else Tri.YES if qual.startswith("torch.nn.") and short[:1].isupper() else Tri.MAYBE
     via = "inplace" if short in api.INPLACE_MODULES and keyword_is(node, "inplace", "True") else ""
     return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=cx.new_root(node, "params"), via=via, device=Device.CPU, fresh=True, op=short, origin=origin)

@@ -101,19 +101,27 @@ def call_optimizer_method(cx: Context, node: cst.Call, recv: Value, method: str)
     assert isinstance(func, cst.Attribute)
     if method == "step":
         # An optimizer whose parameters are unknown may update any module's parameters.
-        known = recv.roots and not any(roots.is_unknown_optimizer(r) for r in recv.roots)
-        written = (recv.roots if known else frozenset((roots.ANY_PARAMS,))) | {roots.OPTIMIZER_STATE}
+        params = frozenset(r for r in recv.roots if not roots.is_optimizer_state(r))
+        known = params and not any(roots.is_unknown_optimizer(r) for r in params)
+        written = (params if known else frozenset((roots.ANY_PARAMS,))) | _state_of(recv, func.value)
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=written, grad=Tri.YES, leaf=True), target_node=func.value, op="optimizer.step()", source=None)
         return NONE
     if method == "state_dict":
         # References to the live moment buffers, which step() updates in place.
-        state = frozenset((roots.OPTIMIZER_STATE,))
+        state = _state_of(recv, func.value)
         element = Value(kind=Kind.TENSOR, grad=Tri.NO, roots=state, via="state_dict")
         return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=state, element=element, via="state_dict", origin=f"`{short_code(node)}`")
     if method == "zero_grad":
         zero_grad(cx, node, func.value)
         return NONE
     return UNKNOWN
+
+
+def _state_of(optimizer: Value, node: cst.BaseExpression) -> frozenset[str]:
+    """The moment buffers of this optimizer object: those of the one built here, or, for one
+    handed in, those its name stands for."""
+    own = frozenset(r for r in optimizer.roots if roots.is_optimizer_state(r))
+    return own or frozenset((roots.optimizer_state(dotted(node)),))
 
 
 def zero_grad(cx: Context, node: cst.Call, recv_node: cst.BaseExpression) -> None:

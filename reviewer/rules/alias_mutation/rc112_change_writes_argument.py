@@ -161,7 +161,7 @@ class ChangeWritesArgument(Rule):
         change = flow.change
         if change is None or change.new or flow.scope is None or not isinstance(flow.scope.node, cst.FunctionDef):
             return
-        if is_mutating_function(flow) or declares_mutation(flow) or registered_op(flow) or _documents_in_place(flow.scope.node):
+        if is_mutating_function(flow) or declares_mutation(flow) or registered_op(flow):
             return
         if flow.is_forward:
             return  # a module's input written in place is an autograd matter (RC204), not an alias one
@@ -179,11 +179,6 @@ class ChangeWritesArgument(Rule):
                 "out-of-place op."
             )
             yield Hit(stmt, message, out_of_place(stmt, lambda m: api.method_returns(m) == "tensor"))
-
-
-def _documents_in_place(fn: cst.FunctionDef) -> bool:
-    doc = fn.get_docstring() or ""
-    return any(word in doc.lower() for word in ("in-place", "in place", "inplace"))
 
 
 def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode, str]]:

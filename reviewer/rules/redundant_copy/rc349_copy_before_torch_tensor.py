@@ -57,6 +57,15 @@ class CopyBeforeTorchTensor(Rule):
             """,
             "from_numpy shares memory: the copy is what makes it independent",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def reversed_filter(h0):
+                return torch.tensor(np.copy(np.array(h0).ravel()[::-1]), dtype=torch.float)
+            """,
+            "`torch.tensor` raises on the negative strides of `[::-1]`: the copy is what makes it work",
+        ),
     )
     INVALID = (
         Invalid(
@@ -88,10 +97,33 @@ class CopyBeforeTorchTensor(Rule):
                     continue  # (tensors have no .copy(); a mis-typed value is not this rule's)
             elif isinstance(arg, cst.Call) and code_of(arg.func).endswith(("np.copy", "numpy.copy")) and len(arg.args) == 1:
                 inner = arg.args[0].value
-            if inner is None:
-                continue
+            if inner is None or _may_have_negative_strides(inner):
+                continue  # (`torch.tensor` raises on a negative stride: `np.copy(a[::-1])` is what makes it work)
             message = (
                 f"`{short_code(arg)}` copies the array only for `torch.tensor` to copy it again: `torch.tensor` always copies its "
                 f"input. Pass `{short_code(inner)}` directly."
             )
             yield Hit(event.node, message, (arg, inner))
+
+
+_FLIPS = frozenset(("flip", "flipud", "fliplr", "rot90"))
+
+
+def _may_have_negative_strides(expr: cst.BaseExpression) -> bool:
+    """A reversed view (`a[::-1]`, `np.flip(a)`), or a step of unknown sign."""
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Slice(self, node: cst.Slice) -> None:
+            nonlocal found
+            step = node.step
+            if step is not None and not (isinstance(step, cst.Integer) and int(step.value, 0) > 0):
+                found = True
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            name = code_of(node.func).rpartition(".")[2]
+            found = found or name in _FLIPS
+
+    expr.visit(Find())
+    return found

@@ -34,9 +34,15 @@ def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: 
             return event
     if owner:
         for call in calls_with(flow, owner):
-            if reaches(call) and not _only_reads(flow, call, owner):
+            if reaches(call) and not _only_reads(flow, call, owner) and not _owner_rebound(flow, owner, bind, call):
                 return call
     return None
+
+
+def _owner_rebound(flow: FunctionFlow, owner: str, bind: Bind, call: Call) -> bool:
+    """`adapt_opt = Adam(...)` between the snapshot and the call, on every path: the call is
+    handed another object, not the one the snapshot was taken from."""
+    return any(isinstance(e, Bind) and e.name == owner and bind.index < e.index < call.index and _on_every_path(e, bind, call) for e in flow.events)
 
 
 def _only_reads(flow: FunctionFlow, call: Call, name: str) -> bool:
