@@ -13,7 +13,8 @@ is the only place that builds or reads one, so its spelling is an implementation
 | `gradients(r)`        | the `.grad` tensors of `r`                                     |
 | `ANY_PARAMS`          | any module's parameters (an optimizer step of unknown reach)   |
 | `ANY_GRAD`            | any parameter's gradient (`zero_grad(set_to_none=False)`)      |
-| `optimizer_state(o)`  | the moment buffers of the optimizer named `o`                  |
+| `optimizer_state(o)`  | the moment buffers of optimizer `o` (one built: its own fresh  |
+|                       | identity; one handed in: its name)                             |
 | `OPTIMIZER_STATE`     | the moment buffers of an optimizer with no simple name        |
 | `fresh(...)`          | a new tensor, list or dict made on one line                    |
 | `self.x` (dotted)     | an attribute of `self` first seen without a known value        |
