@@ -109,6 +109,13 @@ def is_gradient(root: Root) -> bool:
     return root.startswith("grad:")
 
 
+def allocated_here(found: Iterable[Root]) -> bool:
+    """All of it memory a statement of the function made (`fresh(...)`, or entries of it):
+    no argument's, no attribute's, no parameter's."""
+    found = list(found)
+    return bool(found) and all("@" in r and not r.startswith(("arg:", "self", "params:", "grad:")) for r in found)
+
+
 def is_self_state(root: Root) -> bool:
     """An attribute of `self` (`self.buf`)."""
     return root.startswith("self.")

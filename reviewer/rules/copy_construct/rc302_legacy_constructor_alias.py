@@ -8,7 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow, Return, Write
 from review_copies.analysis.rewrite import chain
-from review_copies.analysis.roots import overlaps
+from review_copies.analysis.roots import allocated_here, overlaps
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of
 from review_copies.model.findings import Category, Severity
@@ -209,7 +209,7 @@ class LegacyConstructorAlias(Rule):
             written = _written_after(flow, event, source.roots)
             if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
-            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or _made_here(source.roots)):
+            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or allocated_here(source.roots)):
                 # An unknown dtype, no write, and the alias only read here: a typed constructor
                 # given another dtype raises at once (`torch.FloatTensor(b[:2]) + ...`). Plain
                 # `torch.Tensor(t)` keeps t's dtype, which matters for what came from outside
@@ -228,11 +228,6 @@ class LegacyConstructorAlias(Rule):
                 f"for a copy, or `{what}` itself if sharing is meant."
             )
             yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))
-
-
-def _made_here(roots: frozenset) -> bool:
-    """Memory this function allocated itself (no argument's, no attribute's)."""
-    return bool(roots) and all("@" in r and not r.startswith(("arg:", "self", "params:")) for r in roots)
 
 
 def _written_after(flow: FunctionFlow, event: Call, roots: frozenset) -> bool:
