@@ -55,7 +55,7 @@ class UsageEvidence:
 _METHOD_CALL = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\()")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
-_COMMENT = re.compile(r"#[^\n]*")
+COMMENT = re.compile(r"#[^\n]*")
 _ASSIGNED = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
 _TORCH_KWARGS = re.compile(r"\b(dim|keepdim)\s*=")
 _KEYWORDS = frozenset("def class if elif while for return with and or not in is lambda yield assert print super".split())
@@ -67,7 +67,7 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     `parameters`, only uses up to the end of the statement that first rebinds them count:
     after `obs = torch.FloatTensor(obs)`, `obs.unsqueeze(0)` says what the new value is, not
     what the caller passed."""
-    text = _COMMENT.sub("", source)
+    text = COMMENT.sub("", source)
     cut = _rebound_at(text, parameters) if parameters else {}
     evidence = UsageEvidence()
     for match in _METHOD_CALL.finditer(text):

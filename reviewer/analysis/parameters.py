@@ -12,7 +12,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.facts import is_local_module_class
-from review_copies.analysis.guesses import SCALAR_NAME, UsageEvidence, usage_evidence
+from review_copies.analysis.guesses import COMMENT, SCALAR_NAME, UsageEvidence, usage_evidence
 from review_copies.analysis.syntax import dotted, last
 from review_copies.analysis.values import Kind, Tri, Value
 
@@ -198,12 +198,11 @@ def _list_of_inputs(cx: Context, name: str) -> bool:
     """Is `forward(self, inputs)` handed a list of inputs (Keras style): is the parameter read
     only as `inputs[0]`, `inputs[1]`? A tensor input is used as a whole somewhere."""
     assert cx.scope is not None and isinstance(cx.scope.node, cst.FunctionDef)
-    body = _COMMENT.sub("", cst.Module([]).code_for_node(cx.scope.node.body))
+    body = COMMENT.sub("", cst.Module([]).code_for_node(cx.scope.node.body))
     uses = list(re.finditer(rf"(?<![\w.]){re.escape(name)}\b", body))
     return bool(uses) and all(_CONSTANT_INDEX.match(body, use.end()) for use in uses)
 
 
-_COMMENT = re.compile(r"#[^\n]*")
 _CONSTANT_INDEX = re.compile(r"\s*\[\s*-?\d+\s*\]")
 
 

@@ -12,7 +12,7 @@ from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import Kind, Value
 
-__all__ = ["AliasPair", "alias_pairs", "calls_with", "emptied_before", "holders_before", "last_bind", "name_of", "overlaps", "reads_after", "writes_to"]
+__all__ = ["AliasPair", "alias_pairs", "calls_with", "emptied_before", "holders_before", "last_bind", "name_of", "on_every_path", "overlaps", "reads_after", "writes_to"]
 
 
 def name_of(node: cst.CSTNode | None) -> str:
@@ -40,9 +40,14 @@ def emptied_before(flow: FunctionFlow, name: str, event: Event) -> bool:
     """Is `name` made a new empty container (`self.outputs = []`) earlier in this same call, on
     every path to `event`? Then it holds only what this call puts in it."""
     return any(
-        isinstance(e, Bind) and e.name == name and e.index < event.index and _empty(e.expr) and set(e.arms) <= set(event.arms) and set(e.loops) <= set(event.loops)
-        for e in flow.events
+        isinstance(e, Bind) and e.name == name and e.index < event.index and _empty(e.expr) and on_every_path(e, event, event) for e in flow.events
     )
+
+
+def on_every_path(bind: Bind, start: Event, end: Event) -> bool:
+    """Does every run from `start` to `end` pass `bind`? Yes when each branch arm and loop the
+    bind sits in also holds one of them (`if c: load(...); sd = other` before a read after the `if`)."""
+    return set(bind.arms) <= set(start.arms) | set(end.arms) and set(bind.loops) <= set(start.loops) | set(end.loops)
 
 
 def _empty(expr: cst.BaseExpression | None) -> bool:

@@ -6,6 +6,7 @@ import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow
 from review_copies.analysis.queries.aliasing import AliasPair
+from review_copies.analysis.semantics import api
 from review_copies.analysis.values import Value
 from review_copies.rules.alias_mutation.helpers import WriteThroughAlias, read_lines, write_text
 from review_copies.rules.base import Invalid, Valid
@@ -176,9 +177,6 @@ class WriteThroughConversionSelf(WriteThroughAlias):
         )
 
 
-# Methods that may return their receiver itself (the prefilter's calls).
-_MAY_RETURN_SELF = frozenset("to cpu cuda float double half contiguous reshape flatten type".split())
-
-
 def _converts(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MAY_RETURN_SELF
+    """A call of a method that may return its receiver itself (`.to(...)`, `.float()`, `.reshape(...)`)."""
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in api.MAYBE_SELF_METHODS | api.MAYBE_VIEW_METHODS

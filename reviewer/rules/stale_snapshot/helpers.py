@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
-from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of
+from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of, on_every_path
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import code_of
 
@@ -42,7 +42,7 @@ def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: 
 def _owner_rebound(flow: FunctionFlow, owner: str, bind: Bind, call: Call) -> bool:
     """`adapt_opt = Adam(...)` between the snapshot and the call, on every path: the call is
     handed another object, not the one the snapshot was taken from."""
-    return any(isinstance(e, Bind) and e.name == owner and bind.index < e.index < call.index and _on_every_path(e, bind, call) for e in flow.events)
+    return any(isinstance(e, Bind) and e.name == owner and bind.index < e.index < call.index and on_every_path(e, bind, call) for e in flow.events)
 
 
 def _only_reads(flow: FunctionFlow, call: Call, name: str) -> bool:
@@ -97,17 +97,11 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
     for event in flow.after(change):
         if isinstance(event, Bind) and event.name == name and event.index > change.index and not event.exclusive_with(change):
             rebound.append(event)
-        if isinstance(event, Use) and event.name == name and any(_on_every_path(b, change, event) for b in rebound):
+        if isinstance(event, Use) and event.name == name and any(on_every_path(b, change, event) for b in rebound):
             continue  # `sd = other` on every path from the change to the read: it reads the new binding
         if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)) and not event.exclusive_with(change):
             return event  # (a read in the other arm of an `if` around the change never sees it)
     return None
-
-
-def _on_every_path(bind: Bind, start: Event, end: Event) -> bool:
-    """Does every run from `start` to `end` pass `bind`? Yes when each branch arm and loop the
-    bind sits in also holds one of them (`if c: load(...); sd = other` before a read after the `if`)."""
-    return set(bind.arms) <= set(start.arms) | set(end.arms) and set(bind.loops) <= set(start.loops) | set(end.loops)
 
 
 def copy_module(flow: FunctionFlow) -> str | None:
