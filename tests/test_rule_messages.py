@@ -434,6 +434,24 @@ def test_the_data_of_a_scipy_matrix_is_an_array_not_a_tensor() -> None:
     assert "on the tensor `weights.data`" in of_tensor
 
 
+def test_a_scipy_matrix_kept_in_a_name_keeps_an_array_data() -> None:
+    # The same through a name, as adjacency helpers write it: `sp.coo_matrix(adj).data` is
+    # still the matrix's values, an ndarray.
+    code = """
+    import numpy as np
+    import scipy.sparse as sp
+    import torch
+    def adjacency_to_edge_index(adj_mx):
+        adj_sparse = sp.coo_matrix(adj_mx)
+        edge_index = torch.tensor(np.vstack((adj_sparse.row, adj_sparse.col)), dtype=torch.long)
+        edge_weight = torch.tensor(adj_sparse.data, dtype=torch.float)
+        return edge_index, edge_weight
+    """
+    assert _messages(code, "RC301") == []
+    [of_tensor] = _messages(code.replace("sp.coo_matrix(adj_mx)", "torch.as_tensor(adj_mx)"), "RC301")
+    assert "on the tensor `adj_sparse.data`" in of_tensor
+
+
 OGC_TRAIN = """
 import torch.nn.functional as F
 import torch.optim as optim

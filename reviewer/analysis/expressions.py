@@ -59,7 +59,7 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
         cx.emit(Use, node, name=key, value=value)
         return value
     origin = f"`{code_of(node)}`"
-    if base.kind is Kind.TENSOR or (base.kind is Kind.UNKNOWN and attr in ("data", "grad") and not _foreign_result(cx, node.value)):
+    if base.kind is Kind.TENSOR or (base.kind is Kind.UNKNOWN and attr in ("data", "grad")):
         return _tensor_attribute(base, attr, origin)
     if base.kind is Kind.MODULE:
         owned = frozenset(roots.member(r, attr) for r in base.roots) or frozenset((key,))
@@ -77,19 +77,6 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
         # A submodule's parameter (model.embed.weight).
         return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=frozenset(roots.member(r, attr) for r in base.roots), origin=origin)
     return UNKNOWN
-
-
-# Libraries whose objects have a `.data` of their own (a SciPy sparse matrix's values, an
-# ndarray's buffer): what their functions return is not a tensor.
-_FOREIGN_LIBRARIES = ("scipy.", "numpy.", "pandas.", "sklearn.", "networkx.")
-
-
-def _foreign_result(cx: Context, node: cst.BaseExpression) -> bool:
-    """Is `node` a call of such a library's function (`scipy.sparse.triu(m)`)?"""
-    if not isinstance(node, cst.Call):
-        return False
-    quals = cx.qualnames(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else ()
-    return bool(quals) and all(q.startswith(_FOREIGN_LIBRARIES) for q in quals)
 
 
 def _tensor_attribute(base: Value, attr: str, origin: str) -> Value:

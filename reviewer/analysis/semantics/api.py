@@ -143,6 +143,9 @@ TENSOR_ONLY_METHODS = frozenset(
 TENSOR_ONLY_ATTRIBUTES = frozenset(("grad", "grad_fn", "requires_grad", "is_leaf", "data", "dtype", "T", "mT"))
 
 MODULE_CLASS_PREFIXES = ("torch.nn.", "nn.")
+# Libraries whose functions never return a tensor, though their objects may look like one
+# (a SciPy sparse matrix's `.data`, a DataFrame's `.values`). NumPy is modelled on its own.
+NON_TORCH_LIBRARIES = ("scipy.", "pandas.", "sklearn.", "networkx.")
 OPTIMIZER_PREFIX = "torch.optim."
 GRAD_MODE_OFF = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"))
 GRAD_MODE_ON = frozenset(("torch.enable_grad", "torch.autograd.enable_grad"))

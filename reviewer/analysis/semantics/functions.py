@@ -70,6 +70,8 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         if short in ("asarray", "asanyarray") and first.kind in (Kind.TENSOR, Kind.NDARRAY):
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=first.roots, certain=False, via="numpy", device=Device.CPU)
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True) if short[:1].islower() else OTHER
+    if all(q.startswith(api.NON_TORCH_LIBRARIES) for q in quals):
+        return OTHER
     return UNKNOWN
 
 
