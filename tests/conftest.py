@@ -142,6 +142,20 @@ def run_process(*args: str, cwd: Path | None = None, stdin: bytes | None = None,
     return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
+def run_process_measured(*args: str, cwd: Path | None = None) -> tuple[Result, float]:
+    """`run_process`, with the peak memory (MiB) of that one process: `RUSAGE_CHILDREN` would
+    be the largest of every child the test session ever waited for."""
+    full_env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    full_env["PYTHONPATH"] = str(ROOT)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "review_copies", *args], cwd=cwd, stdout=out, stderr=err, env=full_env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Result(proc.returncode, out.read().decode(), err.read().decode()), usage.ru_maxrss / 1024
+
+
 @pytest.fixture
 def cli() -> Iterator:
     yield run_cli

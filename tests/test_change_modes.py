@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import resource
 from pathlib import Path
 
-from tests.conftest import Repo, run_cli, run_process
+from tests.conftest import Repo, run_cli, run_process, run_process_measured
 
 BASE = """\
 import torch
@@ -271,9 +270,8 @@ def test_ten_thousand_file_change_streams(repo: Repo) -> None:
         repo.write(f"gen/d{i // 500}/f{i}.py", f"X = {i}\n", dedent=False)
     repo.write("gen/bug.py", BUGGY)
     repo.commit("big change")
-    result = run_process("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", *OFF)
+    result, peak_mib = run_process_measured("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", *OFF)
     assert result.code == 1, result.err
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert peak_mib < 200, f"peak memory {peak_mib:.0f} MiB: the change was not streamed"
     report = result.json
     assert report["stats"]["files"] == 10_001

@@ -272,9 +272,27 @@ def test_a_forward_given_labels_still_may_not_write_into_the_model_output() -> N
         def forward(self, logits: torch.Tensor, target: torch.Tensor):
             logits.sub_(logits.max(dim=-1, keepdim=True).values)
             return logits
+    scored = nn.Sequential(nn.Linear(8, 4), nn.Softmax(dim=-1), ShiftedLoss())
     """
     assert len(_messages(loss, "RC204")) == 1
 
+
+def test_a_module_written_into_is_reported_only_after_a_layer_that_saves_its_output() -> None:
+    # SphereNet's readout sums into a running total that its caller rebinds; nothing puts it
+    # after a tanh, so the write breaks no backward. Put after `nn.Tanh()`, it would.
+    readout = """
+    import torch
+    from torch import nn
+    class Readout(nn.Module):
+        def forward(self, u, v, batch):
+            u += v.sum(0)
+            return u
+    """
+    assert _messages(readout, "RC204") == []
+    after_linear = readout + "head = nn.Sequential(nn.Linear(4, 4), Readout())\n"
+    assert _messages(after_linear, "RC204") == []
+    [after_tanh] = _messages(readout + "head = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), Readout())\n", "RC204")
+    assert "writes in place into `u`" in after_tanh
 
 
 # tianshou's collector (read in the seventeenth untuned round).
@@ -1081,3 +1099,32 @@ def test_a_flag_that_says_the_value_is_not_a_tensor_picks_the_arm_that_builds_on
     # The flag's opposite builds from the tensor itself: the copy-construct warning.
     [finding] = _messages(source.format(test="not is_scalar"), "RC301")
     assert "`sat_val`" in finding
+
+
+ACTIVATION_MAPS = """
+import torch
+@torch.no_grad()
+def visualize(model, loader, use_gpu):
+    for imgs in loader:
+        if use_gpu:
+            imgs = imgs.cuda()
+        outputs = (model(imgs) ** 2).sum(1)
+        if use_gpu:
+            {back}
+        for j in range(outputs.size(0)):
+            save(outputs[j, ...].numpy())
+"""
+
+
+def test_a_tensor_moved_back_under_the_flag_that_moved_it_is_on_the_cpu() -> None:
+    # The same flag tested twice: where it held, `.cpu()` brought the maps back; where it
+    # failed, nothing ever left the CPU. `.numpy()` after both is safe.
+    assert _messages(ACTIVATION_MAPS.format(back="imgs, outputs = imgs.cpu(), outputs.cpu()"), "RC321") == []
+    negated = ACTIVATION_MAPS.format(back="pass").replace("        if use_gpu:\n            pass\n", "        if not use_gpu:\n            pass\n        else:\n            outputs = outputs.cpu()\n")
+    assert _messages(negated, "RC321") == []
+    # Moving back only the images, or under another flag, leaves the maps where they were.
+    [only_images] = _messages(ACTIVATION_MAPS.format(back="imgs = imgs.cpu()"), "RC321")
+    assert "may be on a GPU" in only_images
+    other_flag = ACTIVATION_MAPS.format(back="outputs = outputs.cpu()").replace("        if use_gpu:\n            outputs", "        if verbose:\n            outputs")
+    [other] = _messages(other_flag, "RC321")
+    assert "may be on a GPU" in other

@@ -18,7 +18,7 @@ from review_copies.analysis.events import Event, FunctionFlow, Saved
 from review_copies.analysis.facts import FileFacts
 from review_copies.analysis.parse import Scope
 from review_copies.analysis.syntax import dotted
-from review_copies.analysis.values import Device, Kind, Tri, Value
+from review_copies.analysis.values import Device, Kind, Tri, Value, gpu_flag
 
 State = dict[str, Value]
 
@@ -164,6 +164,7 @@ class Context:
             kind=Kind.TENSOR,
             grad=self.grad_of(*inputs) if grad is None else grad,
             device=device,
+            gpu_if=gpu_flag(*inputs) if device.may_be_gpu else "",
             dtype=dtype,
             roots=self.new_root(node),
             fresh=True,

@@ -16,7 +16,7 @@ from review_copies.analysis.assignments import Assignments
 from review_copies.analysis.context import State, join_states
 from review_copies.analysis.events import Accumulate, FunctionFlow, Loop, Return
 from review_copies.analysis.guesses import usage_evidence
-from review_copies.analysis.narrowing import narrow
+from review_copies.analysis.narrowing import gpu_flag_test, narrow
 from review_copies.analysis.queries.callers import called_only_under_no_grad, under_grad_off_fixture
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
@@ -125,7 +125,15 @@ class Interpreter(Assignments):
             if else_exits:
                 self.flow.exited_arms.add((branch, 1))
         self.arm_stack.pop()
-        self.state = _after_if(body_exits, else_exits, after_body, self.state)
+        after_else = self.state
+        self.state = _after_if(body_exits, else_exits, after_body, after_else)
+        flag = gpu_flag_test(stmt.test)
+        if flag and stmt.orelse is None and not body_exits:
+            # `if use_gpu: x = x.cuda()`: x is on a GPU exactly when use_gpu holds.
+            for key, value in after_body.items():
+                unmoved = after_else.get(key)
+                if value.device.may_be_gpu and unmoved is not None and not unmoved.device.may_be_gpu and key in self.state:
+                    self.state[key] = self.state[key].but(gpu_if=flag)
 
     def branch_id(self) -> int:
         """A new branch's id; 0 inside a loop, where one iteration may take one arm and

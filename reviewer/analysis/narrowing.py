@@ -18,6 +18,27 @@ _TENSOR_TYPES = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.param
 
 def narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
     """(what holds when the test is true, what holds when it is false), as state updates."""
+    when_true, when_false = _narrow(cx, test)
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    flag = gpu_flag_test(test.expression if isinstance(test, cst.UnaryOperation) and negated else test)
+    if flag:
+        # Where the flag fails, what was moved to a GPU under it was never moved.
+        unmoved = {k: v.but(device=Device.UNKNOWN, gpu_if="") for k, v in cx.state.items() if v.gpu_if == flag and v.device.may_be_gpu}
+        when_true, when_false = ({**when_true, **unmoved}, when_false) if negated else (when_true, {**when_false, **unmoved})
+    return when_true, when_false
+
+
+def gpu_flag_test(test: cst.BaseExpression) -> str:
+    """The code of a test that can choose the device and reads the same each time it is
+    asked: a flag (`use_gpu`, `self.args.cuda`) or `torch.cuda.is_available()`."""
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        return dotted(test)
+    if isinstance(test, cst.Call) and not test.args and dotted(test.func) == "torch.cuda.is_available":
+        return "torch.cuda.is_available()"
+    return ""
+
+
+def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
     cpu_when = cpu_test(cx, test)
     if cpu_when is not None:
         # `if self.device == CPU: x = x.numpy()`: the author checked where the tensors went; a

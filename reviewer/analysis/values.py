@@ -98,6 +98,9 @@ class Value:
     # A dtype it is known not to have (`if x.dtype != torch.float32:`), as that dtype's name or
     # as the code of the expression it was compared with: converting to it copies.
     not_dtype: str = ""
+    # The code of a flag (`use_gpu`, `args.cuda`) it was moved to a GPU under: only in the arms
+    # where that flag holds is it on one. A second `if use_gpu:` is the same test.
+    gpu_if: str = ""
     # Where it came from, for messages: "torch.sigmoid(...) at line 4".
     origin: str = ""
     line: int = 0
@@ -140,12 +143,19 @@ class Value:
             op=self.op if self.op == other.op else "",
             graph=self.graph | other.graph,
             not_dtype=self.not_dtype if self.not_dtype == other.not_dtype else "",
+            gpu_if=self.gpu_if if self.gpu_if == other.gpu_if else "",
             origin=self.origin if self.origin == other.origin else "",
             line=self.line if self.line == other.line else 0,
         )
 
     def but(self, **changes: object) -> Value:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def gpu_flag(*values: Value) -> str:
+    """The one flag all of `values` that may be on a GPU were moved under, or ""."""
+    flags = {v.gpu_if for v in values if v.device.may_be_gpu}
+    return flags.pop() if len(flags) == 1 else ""
 
 
 UNKNOWN = Value()

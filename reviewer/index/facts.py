@@ -305,12 +305,31 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "off": grad_off, "in": list(owner)})
     return out
 
+def _sequences(tree: ast.AST) -> list[list[str]]:
+    """The layers of each `nn.Sequential(...)` in order, by the name of the class each
+    element constructs ("" for an element that is not a constructor call)."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _callee(node.func) == "Sequential"):
+            continue
+        elements: list[ast.expr] = list(node.args)
+        if len(elements) == 1 and isinstance(elements[0], ast.Starred) and isinstance(elements[0].value, (ast.List, ast.Tuple)):
+            elements = list(elements[0].value.elts)
+        out.append([_callee(e.func) if isinstance(e, ast.Call) else "" for e in elements])
+    return out
+
+
+def _callee(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
 def file_facts(text: str) -> Facts:
-    """{"classes": {name: {"line", "methods": {name: facts}}}, "functions": {name: facts}}."""
+    """{"classes": {name: {"line", "methods": {name: facts}}}, "functions": {name: facts},
+    "calls": [...], "sequences": [[layer class, ...], ...]}."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return {"classes": {}, "functions": {}, "calls": []}
+        return {"classes": {}, "functions": {}, "calls": [], "sequences": []}
     classes: dict[str, Facts] = {}
     functions: dict[str, Facts] = {}
     calls: list[Facts] = []
@@ -327,4 +346,4 @@ def file_facts(text: str) -> Facts:
         else:
             script.append(node)
     calls.extend(_calls(script, set()))
-    return {"classes": classes, "functions": functions, "calls": calls}
+    return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import posixpath
@@ -19,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from review_copies.analysis.parse import is_test_path
+from review_copies.analysis.semantics import api
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 9
+INDEX_VERSION = 10
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,16 @@ class RepoIndex:
                 return None
             found.append(Kept(path, cls, method, param, kept[0], kept[1], kept[2]))
         return found[0] if found else None
+
+    def follows_saving_layer(self, cls: str) -> bool:
+        """Whether some `nn.Sequential` of the repository puts a `cls` right after a layer that
+        saves its output for backward (`nn.Tanh()`, `nn.ReLU()`): there, `cls`'s input is a
+        tensor autograd needs unchanged."""
+        for path in self._paths(f"{cls}("):
+            for layers in (self.facts(path) or {}).get("sequences", []):
+                if any(here == cls and before in api.MODULE_SAVES_OUTPUT for before, here in itertools.pairwise(layers)):
+                    return True
+        return False
 
     def callers_drop(self, name: str, position: int | None, keyword: str | None) -> bool | None:
         """Whether every call of `name` in the repository that passes a name for the

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
-from review_copies.analysis.values import NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+from review_copies.analysis.values import NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value, gpu_flag
 
 # How a value's origin begins when it is what another callable returned (a module call, the
 # step before in a pipeline): rules quote such an origin to say why a name is a tensor.
@@ -78,4 +78,4 @@ def call_module(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: V
         result = cx.with_save(result, cx.save(result, node, label, result.attached))
     if not callee.device.may_be_gpu:
         return result
-    return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device)
+    return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device, gpu_if=gpu_flag(callee, first))

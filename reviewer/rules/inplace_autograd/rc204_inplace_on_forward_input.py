@@ -47,6 +47,11 @@ class InplaceOnForwardInput(Rule):
 
     ## Fix safety
     Safe: the out-of-place op computes the same values into a new tensor.
+
+    ## Known problems
+    Reported only where an `nn.Sequential` of the repository puts the module right after a
+    layer that saves its output (`nn.Tanh()`, `nn.ReLU()`, `nn.Softmax()`): a module fed
+    such a tensor in `forward` code, or from a config, is not seen.
     """
 
     code = "RC204"
@@ -70,6 +75,7 @@ class InplaceOnForwardInput(Rule):
                     flipped = x_video.flip(0).mul_(1.0 - lam)
                     x_video.mul_(lam).add_(flipped)
                     return x_video, labels
+            augment = nn.Sequential(nn.Sigmoid(), MixUp(0.2))
             """,
             "a transform given the labels too mixes a batch from the data loader: no layer saved it",
         ),
@@ -80,6 +86,7 @@ class InplaceOnForwardInput(Rule):
             class Add_(nn.Module):
                 def forward(self, x: torch.Tensor):
                     return x.add_(1)
+            net = nn.Sequential(nn.Tanh(), Add_())
             """,
             "named as an in-place op (`Add_`, like `Tensor.add_`): writing into its input is what it declares",
         ),
@@ -93,6 +100,7 @@ class InplaceOnForwardInput(Rule):
                     self.scale = nn.Parameter(torch.ones(4))
                 def forward(self, x):
                     return x * self.scale
+            net = nn.Sequential(nn.Tanh(), Scale())
             """
         ),
         Valid(
@@ -108,6 +116,7 @@ class InplaceOnForwardInput(Rule):
                     out = self.bn(self.fc(x))
                     out += x
                     return out.relu()
+            net = nn.Sequential(nn.ReLU(), Block())
             """,
             "the residual add writes into the block's own tensor, not its input",
         ),
@@ -124,8 +133,29 @@ class InplaceOnForwardInput(Rule):
                     if self.inplace:
                         return x.mul_(self.weight)
                     return x * self.weight
+            net = nn.Sequential(nn.Tanh(), LayerScale(4, inplace=True))
             """,
             "an opt-in mode: the caller built the module with `inplace=True` to save the memory",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Readout(nn.Module):
+                def forward(self, u, v):
+                    u += v.sum(0)
+                    return u
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.readouts = nn.ModuleList([Readout() for _ in range(3)])
+                def forward(self, v):
+                    u = torch.zeros(v.shape[1])
+                    for readout in self.readouts:
+                        u = readout(u, v)
+                    return u
+            """,
+            "nothing in the repository puts it after a layer that saves its output: here it sums into a running total the caller rebinds",
         ),
     )
     INVALID = (
@@ -140,6 +170,7 @@ class InplaceOnForwardInput(Rule):
                 def forward(self, x):
                     x += self.scale
                     return x
+            net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), Scale())
             """,
             line=8,
             fix="""
@@ -152,12 +183,13 @@ class InplaceOnForwardInput(Rule):
                 def forward(self, x):
                     x = x + self.scale
                     return x
+            net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), Scale())
             """,
         ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if not flow.is_forward or in_place_module(flow):
+        if not flow.is_forward or in_place_module(flow) or not _after_a_saving_layer(flow):
             return
         # A forward given the labels too transforms a data batch (MixUp); a loss given them
         # still gets the model's output, which a layer may have saved.
@@ -179,3 +211,11 @@ class InplaceOnForwardInput(Rule):
                 "training raises \"modified by an inplace operation\", and the caller's tensor changes too. Use the out-of-place op."
             )
             yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"))
+
+
+def _after_a_saving_layer(flow: FunctionFlow) -> bool:
+    """The repository puts this module right after a layer that saves its output: only there
+    is the write known to break backward. Without that, the input is as likely a linear's or
+    an embedding's output, or a sum the caller rebinds, and a guess would be noise."""
+    cls = flow.scope.class_node if flow.scope is not None else None
+    return cls is not None and flow.index is not None and flow.index.follows_saving_layer(cls.name.value)

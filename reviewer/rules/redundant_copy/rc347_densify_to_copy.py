@@ -56,6 +56,16 @@ class DensifyToCopy(Rule):
             """,
             "dense is what is wanted",
         ),
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def fit(adj: torch.Tensor, logits: torch.Tensor):
+                adj_orig = adj.to_dense()
+                return F.binary_cross_entropy_with_logits(logits, adj_orig)
+            """,
+            "the dense matrix is the loss's target, never restored as the sparse one: densifying is the point",
+        ),
     )
     INVALID = (
         Invalid(
@@ -79,6 +89,8 @@ class DensifyToCopy(Rule):
                 base = receiver_of(bind.expr)
                 if name_of(base) == bind.name:
                     continue  # `x = x.to_dense()`: converting, not keeping a backup
+                if f"{bind.name}.to_sparse(" not in flow.file.text:
+                    continue  # never turned back into the sparse tensor: the dense one is what is used
                 message = (
                     f"`{bind.name} = {short_code(bind.expr)}` keeps a copy of a sparse tensor by densifying it: every zero is "
                     f"materialised (full-size memory) for a backup that `{short_code(base)}.clone()` makes at sparse size "
