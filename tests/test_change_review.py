@@ -255,6 +255,19 @@ def test_a_helper_writing_its_argument_is_reported_only_when_a_caller_elsewhere_
     assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
 
 
+def test_a_call_that_could_not_bind_to_the_helper_is_another_functions(repo: Repo, tmp_path: Path) -> None:
+    # A namesake with another signature (`postprocess(frames, size=...)`) is called on a
+    # tensor read again; that call could not reach `GripperSpace.postprocess(self, action)`.
+    repo.write("spaces.py", ACTION_SPACE)
+    repo.write("policy.py", POLICY_DROPS)
+    repo.write("video.py", "def clip(head, frames):\n    small = head.postprocess(frames, size=64)\n    return small, frames.mean()\n")
+    repo.commit("a policy that hands its fresh action over, and a video head of its own")
+    assert _whole_file(repo, tmp_path, "spaces.py") == []
+    repo.write("video.py", "def clip(head, frames):\n    small = head.postprocess(frames)\n    return small, frames.mean()\n")
+    repo.commit("the same call without the keyword could be the gripper's")
+    assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
+
+
 ACTOR = """
 import torch
 from torch import nn
@@ -595,3 +608,33 @@ def test_the_index_follows_callers_of_this_definition_not_of_its_namesakes() -> 
     # A file that defines no `decode_dataset` of its own and calls one with autograd on does veto.
     vetoed = RepoIndex(Files({**recipe, "b/compute_ppl.py": _dedent(PPL).replace("def decode_dataset(model, loader):\n    return [model(batch) for batch in loader]\n", "")}))
     assert not vetoed.called_grad_off("search", "function", origin="a/beam_search.py")
+
+
+GATHER_LOOP = """
+def forward(self, x, x_0, convs, norm):
+    x = self.propagate(x)
+    out = self.transformation(x, x_0)
+    for conv in convs:
+        bar = spmm(out).detach()
+        if norm:
+            emb = norm(conv.transformation(bar, x_0))
+        else:
+            emb = conv.transformation(bar, x_0)
+        out = push(emb)
+    return out
+"""
+
+
+def _first_argument_kept(text: str) -> list[bool]:
+    return [c["pos"][0] in c["kept"] for c in file_facts(text)["calls"] if c["callee"] == "transformation"]
+
+
+def test_what_a_call_passed_is_read_again_only_where_that_value_can_still_be_reached() -> None:
+    # The other arm of the `if` never runs after this one in the same pass, and the next pass
+    # binds `bar` anew before reading it; `x` was the caller's, but the body bound it anew
+    # before handing it over.
+    assert _first_argument_kept(_dedent(GATHER_LOOP)) == [False, False, False]
+    shared = _dedent(GATHER_LOOP).replace("        out = push(emb)\n", "        out = push(emb, bar)\n")
+    assert _first_argument_kept(shared) == [False, True, True]
+    theirs = _dedent(GATHER_LOOP).replace("    x = self.propagate(x)\n", "")
+    assert _first_argument_kept(theirs) == [True, False, False]

@@ -263,6 +263,14 @@ def _passed(arg: ast.expr) -> str | None:
     return "" if isinstance(arg, (ast.BinOp, ast.UnaryOp)) else None
 
 
+def _span(body: list[ast.stmt]) -> tuple[int, int]:
+    return body[0].lineno, max(s.end_lineno or s.lineno for s in body)
+
+
+def _within(line: int, span: tuple[int, int]) -> bool:
+    return span[0] <= line <= span[1]
+
+
 def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("", "module"), off: bool = False) -> list[Facts]:
     """The calls in one function's body (or the module's own statements), each with the
     names it passes (by position and keyword) and those of them read again after the call's
@@ -276,12 +284,15 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
     loops: list[tuple[int, int]] = []
+    arms: list[tuple[tuple[int, int], tuple[int, int]]] = []  # each if/else's two arms, as line spans
     calls: list[ast.Call] = []
     for node in (n for top in nodes for n in ast.walk(top)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node.lineno)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             loops.append((node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, ast.If) and node.orelse:
+            arms.append((_span(node.body), _span(node.orelse)))
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
             calls.append(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -296,13 +307,31 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         rebound = stores.get(line, set())
 
         def read_after(name: str, line: int = line, end: int = end, around: list[tuple[int, int]] = around) -> bool:
-            return any(not line <= at <= end and (at > end or any(s <= at <= e for s, e in around)) for at in loads.get(name, ()))
+            """A later read of what the call was passed: after the call in the same pass (not
+            in the other arm of an `if` the call is in, nor after the name is bound anew), or
+            anywhere in an enclosing loop's next pass that meets no new binding first."""
+
+            def bound(after: int, before: int) -> bool:
+                return any(after < at < before and name in names for at, names in stores.items())
+
+            def other_arm(at: int) -> bool:
+                return any((_within(line, a) and _within(at, b)) or (_within(line, b) and _within(at, a)) for a, b in arms)
+
+            return any(
+                (at > end and not other_arm(at) and not bound(end, at)) or any(s <= at <= e and not bound(s, at) for s, e in around)
+                for at in loads.get(name, ())
+                if not line <= at <= end
+            )
 
         passed = {n for n in (*positional, *keywords.values()) if n}
-        kept = sorted(n for n in passed if n in params or (n not in rebound and read_after(n)))
+        # A parameter is the caller's own caller's tensor, unless the body bound it anew first.
+        theirs = {n for n in passed & params if not any(at < line and n in names for at, names in stores.items())}
+        kept = sorted(n for n in passed if n in theirs or (n not in rebound and read_after(n)))
         callee = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
         grad_off = off or any(s <= line <= e for s, e in spans)
-        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "off": grad_off, "in": list(owner)})
+        # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
+        spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "off": grad_off, "in": list(owner), "spread": spread})
     return out
 
 def _sequences(tree: ast.AST) -> list[list[str]]:

@@ -25,7 +25,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 10
+INDEX_VERSION = 12
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,29 @@ class Kept:
     attr: str
     line: int
     how: str  # "accumulates" | "stores"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a function accepts (after `self`): a call that could not bind to it is a call
+    of another function of the same name (`conv.transformation(x, emb=e)` is not
+    `transformation(self, x, x_0)`'s)."""
+
+    positional: tuple[str, ...]
+    required: int  # the leading positional parameters without a default
+    keyword_only: frozenset[str] = frozenset()
+    varargs: bool = False
+    varkw: bool = False
+
+    def admits(self, call: Facts) -> bool:
+        if call.get("spread", True):
+            return True
+        n, keywords = len(call["pos"]), set(call["kw"])
+        if n > len(self.positional) and not self.varargs:
+            return False
+        if not self.varkw and keywords - set(self.positional[n:]) - self.keyword_only:
+            return False
+        return all(p in keywords for p in self.positional[n:self.required])
 
 
 @dataclass
@@ -121,16 +144,17 @@ class RepoIndex:
                     return True
         return False
 
-    def callers_drop(self, name: str, position: int | None, keyword: str | None) -> bool | None:
+    def callers_drop(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None) -> bool | None:
         """Whether every call of `name` in the repository that passes a name for the
         parameter at `position` (after `self` for a method) or `keyword` never reads that
         name again: True when each does so and one of them is outside the tests, False when
         one reads it again or passes something else that may be shared (an attribute, a
-        subscript), None when no call outside the tests passes it."""
+        subscript), None when no call outside the tests passes it. With `accepts`, a call
+        that could not bind to that signature is another function's and is left out."""
         seen = False
         for path in self._paths(f"{name}("):
             for call in (self.facts(path) or {}).get("calls", []):
-                if call["callee"] != name:
+                if call["callee"] != name or (accepts is not None and not accepts.admits(call)):
                     continue
                 if keyword is not None and keyword in call["kw"]:
                     passed = call["kw"][keyword]

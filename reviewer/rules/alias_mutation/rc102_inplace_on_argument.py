@@ -27,6 +27,7 @@ from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
+from review_copies.index.repo import Signature
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -436,4 +437,17 @@ def _callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
     scope = flow.scope
     if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
-    return flow.index.callers_drop(scope.name, position_of(scope, arg), arg) is True
+    return flow.index.callers_drop(scope.name, position_of(scope, arg), arg, _signature(scope.node, scope.kind == "method")) is True
+
+
+def _signature(fn: cst.FunctionDef, method: bool) -> Signature:
+    params = fn.params
+    positional = [p for p in (*params.posonly_params, *params.params)][1 if method else 0 :]
+    required = next((i for i, p in enumerate(positional) if p.default is not None), len(positional))
+    return Signature(
+        positional=tuple(p.name.value for p in positional),
+        required=required,
+        keyword_only=frozenset(p.name.value for p in params.kwonly_params),
+        varargs=isinstance(params.star_arg, cst.Param),
+        varkw=params.star_kwarg is not None,
+    )

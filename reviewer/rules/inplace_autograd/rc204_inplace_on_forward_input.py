@@ -189,7 +189,7 @@ class InplaceOnForwardInput(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        if not flow.is_forward or in_place_module(flow) or not _after_a_saving_layer(flow):
+        if not flow.is_forward or in_place_module(flow):
             return
         # A forward given the labels too transforms a data batch (MixUp); a loss given them
         # still gets the model's output, which a layer may have saved.
@@ -205,6 +205,8 @@ class InplaceOnForwardInput(Rule):
                 continue
             if not returns_argument(flow, arg):
                 continue  # the module's output is something else: the write is a local detail
+            if not _after_a_saving_layer(flow):
+                return  # asked last: it reads the files that build this module
             message = (
                 f"`{short_code(write.stmt or write.node)}` writes in place into `{arg}`, the input of `forward`: the layer before "
                 "this module has often saved that tensor for backward (tanh, sigmoid, softmax and relu keep their output), so "
