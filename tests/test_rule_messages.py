@@ -293,6 +293,10 @@ def test_a_module_written_into_is_reported_only_after_a_layer_that_saves_its_out
     assert _messages(after_linear, "RC204") == []
     [after_tanh] = _messages(readout + "head = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), Readout())\n", "RC204")
     assert "writes in place into `u`" in after_tanh
+    # fast-reid names a margin head `Linear`: torch's `nn.Linear` after a tanh is not it.
+    named_like_torch = readout.replace("Readout", "Linear")
+    assert _messages(named_like_torch + "head = nn.Sequential(nn.Tanh(), nn.Linear(4, 4))\n", "RC204") == []
+    assert len(_messages(named_like_torch + "head = nn.Sequential(nn.Tanh(), Linear())\n", "RC204")) == 1
 
 
 # tianshou's collector (read in the seventeenth untuned round).

@@ -334,9 +334,10 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "off": grad_off, "in": list(owner), "spread": spread})
     return out
 
+
 def _sequences(tree: ast.AST) -> list[list[str]]:
-    """The layers of each `nn.Sequential(...)` in order, by the name of the class each
-    element constructs ("" for an element that is not a constructor call)."""
+    """The layers of each `nn.Sequential(...)` in order, by the dotted name of the class each
+    element constructs (`nn.Tanh`, `Scale`; "" for an element that is not a constructor call)."""
     out = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and _callee(node.func) == "Sequential"):
@@ -344,8 +345,26 @@ def _sequences(tree: ast.AST) -> list[list[str]]:
         elements: list[ast.expr] = list(node.args)
         if len(elements) == 1 and isinstance(elements[0], ast.Starred) and isinstance(elements[0].value, (ast.List, ast.Tuple)):
             elements = list(elements[0].value.elts)
-        out.append([_callee(e.func) if isinstance(e, ast.Call) else "" for e in elements])
+        out.append([_dotted(e.func) if isinstance(e, ast.Call) else "" for e in elements])
     return out
+
+
+def _dotted(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        inner = _dotted(func.value)
+        return f"{inner}.{func.attr}" if inner else ""
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _torch_nn_names(tree: ast.Module) -> list[str]:
+    """The names `from torch.nn import ...` binds in the file ("*" for a star import): there a
+    bare `Linear(...)` is torch's, not a class of the repository that shares the name."""
+    return sorted(
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module in ("torch.nn", "torch.nn.modules")
+        for alias in node.names
+    )
 
 
 def _callee(func: ast.expr) -> str:
@@ -354,11 +373,11 @@ def _callee(func: ast.expr) -> str:
 
 def file_facts(text: str) -> Facts:
     """{"classes": {name: {"line", "methods": {name: facts}}}, "functions": {name: facts},
-    "calls": [...], "sequences": [[layer class, ...], ...]}."""
+    "calls": [...], "sequences": [[layer class, ...], ...], "nn_names": [...]}."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return {"classes": {}, "functions": {}, "calls": [], "sequences": []}
+        return {"classes": {}, "functions": {}, "calls": [], "sequences": [], "nn_names": []}
     classes: dict[str, Facts] = {}
     functions: dict[str, Facts] = {}
     calls: list[Facts] = []
@@ -375,4 +394,4 @@ def file_facts(text: str) -> Facts:
         else:
             script.append(node)
     calls.extend(_calls(script, set()))
-    return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree)}
+    return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree), "nn_names": _torch_nn_names(tree)}

@@ -25,7 +25,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 12
+INDEX_VERSION = 13
 
 
 @dataclass(frozen=True)
@@ -139,9 +139,14 @@ class RepoIndex:
         saves its output for backward (`nn.Tanh()`, `nn.ReLU()`): there, `cls`'s input is a
         tensor autograd needs unchanged."""
         for path in self._paths(f"{cls}("):
-            for layers in (self.facts(path) or {}).get("sequences", []):
-                if any(here == cls and before in api.MODULE_SAVES_OUTPUT for before, here in itertools.pairwise(layers)):
-                    return True
+            facts = self.facts(path) or {}
+            # `nn.Linear(...)`, or a bare `Linear(...)` imported from torch.nn, is torch's class.
+            theirs = {"nn", "torch.nn"} | ({""} if {cls, "*"} & set(facts.get("nn_names", ())) else set())
+            for layers in facts.get("sequences", []):
+                for before, here in itertools.pairwise(layers):
+                    owner, _, name = here.rpartition(".")
+                    if name == cls and owner not in theirs and before.rpartition(".")[2] in api.MODULE_SAVES_OUTPUT:
+                        return True
         return False
 
     def callers_drop(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None) -> bool | None:
