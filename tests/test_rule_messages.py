@@ -1132,3 +1132,30 @@ def test_a_tensor_moved_back_under_the_flag_that_moved_it_is_on_the_cpu() -> Non
     other_flag = ACTIVATION_MAPS.format(back="outputs = outputs.cpu()").replace("        if use_gpu:\n            outputs", "        if verbose:\n            outputs")
     [other] = _messages(other_flag, "RC321")
     assert "may be on a GPU" in other
+
+
+def test_a_sum_set_back_only_when_the_loop_logs_still_keeps_many_steps_graphs() -> None:
+    # deepchem's fit loop steps the optimizer every batch and sets `avg_loss` back to 0 only
+    # every `log_frequency` steps: a hundred steps' graphs between two logs. torchtune's
+    # recipes set `running_loss` back in the arm that steps the optimizer: one step's
+    # micro-batches (its Valid example).
+    code = """
+    import torch
+    def fit(model, loader, optimizer, log_frequency=100):
+        avg_loss = 0.0
+        for step, batch in enumerate(loader):
+            batch_loss = model(batch).mean()
+            batch_loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            avg_loss += batch_loss
+            if step % log_frequency == 0:
+                print(float(avg_loss) / log_frequency)
+                avg_loss = 0.0
+    """
+    [kept] = _messages(code, "RC251")
+    assert "`avg_loss` accumulates `batch_loss`" in kept
+    stepped = code.replace("            optimizer.step()\n            optimizer.zero_grad()\n", "").replace(
+        "                avg_loss = 0.0\n", "                optimizer.step()\n                optimizer.zero_grad()\n                avg_loss = 0.0\n"
+    )
+    assert _messages(stepped, "RC251") == []

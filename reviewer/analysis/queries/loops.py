@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, Bind, Event, FunctionFlow, Loop, Return, Use, Write
+from review_copies.analysis.events import Accumulate, Backward, Bind, Call, Event, FunctionFlow, Loop, Return, Use, Write
 from review_copies.analysis.guesses import TRAINING_ITERABLE
 from review_copies.analysis.syntax import code_of, names_in
+from review_copies.analysis.values import Tri
 
 
 def loop_of(flow: FunctionFlow, event: Event) -> Loop | None:
@@ -113,6 +114,44 @@ def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:
     if name in flow.params or name.startswith("self."):
         return True
     return any(isinstance(e, (Bind, Use)) and e.name == name and e.line < loop.start for e in flow.events)
+
+
+def reset_each_optimizer_step(flow: FunctionFlow, name: str, loop: Loop) -> bool:
+    """Is `name` set back to a value holding no graph (`running_loss = 0`) inside the loop,
+    in the arm that steps the optimizer? Then what it sums is the micro-batches of one
+    optimizer step (gradient accumulation), not a run of steps; a reset only when the loop
+    logs (`if step % 100 == 0:`) still keeps a hundred steps' graphs."""
+    sums = {e.line for e in flow.of(Accumulate) if e.name == name}
+    resets = [e.line for e in flow.of(Bind) if e.name == name and loop.start <= e.line <= loop.end and e.line not in sums and e.value.grad is Tri.NO]
+    steps = [e.line for e in flow.of(Call) if e.method == "step" and loop.start <= e.line <= loop.end]
+    if not resets or not steps:
+        return False
+    bodies = _if_bodies(flow, loop)
+    for reset in resets:
+        around = [b for b in bodies if b[0] <= reset <= b[1]]
+        if around:
+            first, last = min(around, key=lambda b: b[1] - b[0])  # the innermost `if` around the reset
+            if any(first <= step <= last for step in steps):
+                return True
+    return False
+
+
+def _if_bodies(flow: FunctionFlow, loop: Loop) -> list[tuple[int, int]]:
+    """The lines of the body of each `if` in the loop (up to its `else`, if any)."""
+    found: list[cst.If] = []
+
+    class _Ifs(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            found.append(node)
+
+    loop.node.visit(_Ifs())
+    bodies = []
+    for node in found:
+        start, end = flow.file.span(node)
+        if node.orelse is not None:
+            end = flow.file.span(node.orelse)[0] - 1
+        bodies.append((start, end))
+    return bodies
 
 
 def returned(flow: FunctionFlow, name: str) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from review_copies.analysis.events import Accumulate, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, step_loop
+from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import short_code
 from review_copies.model.findings import Category, Severity
@@ -183,7 +183,25 @@ class AccumulatedAttachedTensor(Rule):
             """,
             "`.data +=` sets the weight's data through `set_data`: the sum's graph is not kept",
         ),
+        Valid(
+            """
+            import torch
+            def train(model, loader, optimizer, accumulation_steps: int):
+                running_loss = 0
+                for idx, batch in enumerate(loader):
+                    loss = model(batch).mean()
+                    running_loss += loss
+                    loss.backward()
+                    if (idx + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        print(running_loss.item())
+                        running_loss = 0
+            """,
+            "set back to 0 after each optimizer step: it holds the few micro-batches of one step, whose activations backward already freed",
+        ),
     )
+
     INVALID = (
         Invalid(
             """
@@ -230,6 +248,8 @@ class AccumulatedAttachedTensor(Rule):
             outer = step_loop(flow, acc) if loop is not None else None
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
                 continue
+            if outer is not None and reset_each_optimizer_step(flow, acc.name, outer):
+                continue  # a running sum over one optimizer step's micro-batches, started again after it
             what = short_code(acc.value_node)
             operand = short_code(atom(acc.value_node))
             where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
