@@ -1159,3 +1159,34 @@ def test_a_sum_set_back_only_when_the_loop_logs_still_keeps_many_steps_graphs() 
         "                avg_loss = 0.0\n", "                optimizer.step()\n                optimizer.zero_grad()\n                avg_loss = 0.0\n"
     )
     assert _messages(stepped, "RC251") == []
+
+
+LORA_MERGE = """
+import torch
+class LoRAModule(torch.nn.Module):
+    def merge_to(self, sd, dtype, device):
+        org_sd = self.org_module.state_dict()
+        weight = org_sd["weight"]
+        weight = weight.to(torch.float)
+        if self.split_dims is None:
+            weight = weight + self.multiplier * (sd["lora_up.weight"] @ sd["lora_down.weight"])
+            org_sd["weight"] = weight.to(dtype)
+            self.org_module.load_state_dict(org_sd)
+        else:
+            for i in range(len(self.split_dims)):
+                down_weight = sd[f"lora_down.{i}.weight"].to(torch.float).to(device)
+                up_weight = sd[f"lora_up.{i}.weight"].to(torch.float).to(device)
+                start, end = sum(self.split_dims[:i]), sum(self.split_dims[: i + 1])
+                weight[start:end] += self.multiplier * (up_weight @ down_weight)
+            org_sd[KEY] = weight.to(dtype)
+            self.org_module.load_state_dict(org_sd)
+"""
+
+
+def test_a_merge_that_sets_the_entry_it_changed_before_loading_it_back_keeps_no_stale_value() -> None:
+    # sd-scripts' LoRA merge: `weight` may be the live tensor (`.to(float)` of a float
+    # weight), and the merge writes into it, but `org_sd["weight"]` is set to the merged one
+    # before `load_state_dict` reads the dict: nothing stale is read.
+    assert _messages(LORA_MERGE.replace("KEY", "\"weight\""), "RC151") == []
+    [stale] = _messages(LORA_MERGE.replace("KEY", "\"bias\""), "RC151")
+    assert "is not a snapshot" in stale

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
+from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Store, Use, Write
 from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of, on_every_path
 from review_copies.analysis.roots import overlaps
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of
 
 
@@ -101,6 +102,50 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
             continue  # `sd = other` on every path from the change to the read: it reads the new binding
         if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)) and not event.exclusive_with(change):
             return event  # (a read in the other arm of an `if` around the change never sees it)
+    return None
+
+
+def entry_replaced(flow: FunctionFlow, name: str, change: Event, read: Use) -> bool:
+    """`weight = sd["weight"].to(torch.float); weight += delta; sd["weight"] = weight.to(dtype)`:
+    the entry the change went through is set anew before the read, which then sees the new
+    tensor, as meant (a merge written back), not a stale snapshot."""
+    key = _entry_key(flow, name, change)
+    return key is not None and any(
+        isinstance(e, Store) and e.how == "setitem" and e.container == name and e.index > change.index and e.line <= read.line and _string_key(e.node) == key
+        for e in flow.events
+    )
+
+
+def _entry_key(flow: FunctionFlow, name: str, change: Event) -> str | None:
+    """The key of `name`'s entry that the changed tensor was taken from, following the
+    writer back through names and conversions that may return their receiver."""
+    if not isinstance(change, Write):
+        return None
+    expr: cst.BaseExpression | None = change.target_node
+    index = change.index
+    for _ in range(6):
+        while isinstance(expr, cst.Subscript) and name_of(expr.value) != name:
+            expr = expr.value  # `weight[start:end]`: the tensor is `weight`'s
+        if isinstance(expr, cst.Subscript):
+            return _string_key(expr)
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in api.MAYBE_SELF_METHODS | api.MAYBE_VIEW_METHODS:
+            expr = expr.func.value
+            continue
+        if not isinstance(expr, cst.Name):
+            return None
+        bind = last_bind(flow, expr.value, index, reaching=change)
+        if bind is None or bind.expr is None:
+            return None
+        expr, index = bind.expr, bind.index
+    return None
+
+
+def _string_key(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        key = node.slice[0].slice.value
+        if isinstance(key, cst.SimpleString):
+            value = key.evaluated_value
+            return value if isinstance(value, str) else None
     return None
 
 

@@ -15,7 +15,7 @@ from review_copies.analysis.syntax import call_method_name, dotted, names_in, re
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, owner_of, read_after
+from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, entry_replaced, owner_of, read_after
 
 
 class StateDictSnapshot(Rule):
@@ -309,7 +309,7 @@ class StateDictSnapshot(Rule):
             if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name):
                 continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
             read = read_after(flow, bind.name, change, roots)
-            if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)):
+            if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
                 continue
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
