@@ -116,6 +116,33 @@ def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:
     return any(isinstance(e, (Bind, Use)) and e.name == name and e.line < loop.start for e in flow.events)
 
 
+def bound_each_step(flow: FunctionFlow, name: str, loop: Loop, before: int) -> bool:
+    """Is `name` bound anew in every pass of the loop before line `before`: a target of the
+    loop itself (`for x, batch in loader:`) or assigned at the top of its body? Then what is
+    stored in it goes with that pass's object, not into one that outlives the steps."""
+    node = loop.node
+    if isinstance(node, cst.For) and name in _bound_names(node.target):
+        return True
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    for stmt in body:
+        if flow.file.span(stmt)[0] >= before:
+            break
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and any(name in _bound_names(t.target) for t in small.targets):
+                    return True
+    return False
+
+
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    """The names a target binds (`x`, `(i, (a, b))`, `*rest`); `d[k]` and `o.attr` bind none."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_bound_names(e.value) for e in target.elements))
+    return set()
+
+
 def reset_each_optimizer_step(flow: FunctionFlow, name: str, loop: Loop) -> bool:
     """Is `name` set back to a value holding no graph (`running_loss = 0`) inside the loop,
     in the arm that steps the optimizer? Then what it sums is the micro-batches of one

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, FunctionFlow, Loop, Store
+from review_copies.analysis.events import Backward, Call, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, step_loop
+from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -147,6 +147,37 @@ class StoredAttachedTensor(Rule):
             """,
             "setting `requires_grad` raises on anything but a leaf: what is stored is a leaf to optimize, with no graph",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Runner:
+                def __init__(self, model: nn.Module, n: int):
+                    self.model = model
+                    self.pose_vecs = nn.Embedding(n, 7)
+                def run(self, loader, plot_loader, optimizer):
+                    indices, model_input, ground_truth = next(iter(plot_loader))
+                    for indices, model_input, ground_truth in loader:
+                        pose_input = self.pose_vecs(indices)
+                        model_input["pose"] = pose_input
+                        loss = (self.model(model_input) - ground_truth).abs().mean()
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+            "`model_input` is each step's own batch dict, bound anew by the loop: what is stored in it goes with the step",
+        ),
+        Valid(
+            """
+            import numpy as np
+            def get_embeddings(model_interf, batches):
+                embs = []
+                for batch in batches:
+                    embs.extend(model_interf(batch))
+                return np.array(embs)
+            """,
+            "`np.array(embs)` would raise on a tensor that requires grad: the callable hands back arrays or detached values",
+        ),
     )
     INVALID = (
         Invalid(
@@ -215,6 +246,10 @@ class StoredAttachedTensor(Rule):
             outer = step_loop(flow, store) if loop is not None else None
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
                 continue
+            if outer is not None and not persistent and bound_each_step(flow, container, outer, store.line):
+                continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
+            if _made_into_array(flow, container, store):
+                continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
             if outer is not None and one_iteration(flow, store, outer):
                 continue  # one step's graph, kept once: memory does not grow with the steps
             if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
@@ -235,6 +270,23 @@ class StoredAttachedTensor(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
+
+
+# numpy functions that turn a list of tensors into one array, each element through `.numpy()`.
+_ARRAY_OF_LIST = ("numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate", "numpy.vstack", "numpy.hstack")
+
+
+def _made_into_array(flow: FunctionFlow, container: str, store: Store) -> bool:
+    """Is the list handed whole to `np.array(...)` (or a stacking kin) after the store? A
+    tensor that requires grad in it would make that call raise, so, the code running as
+    written, the stored values hold no graph (the callable that made them returns arrays)."""
+    for event in flow.of(Call):
+        if event.index <= store.index or not event.is_any(_ARRAY_OF_LIST) or not isinstance(event.node, cst.Call) or not event.node.args:
+            continue
+        first = event.node.args[0].value
+        if isinstance(first, cst.Name) and first.value == container:
+            return True
+    return False
 
 
 def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> int | None:
