@@ -105,3 +105,73 @@ def test_a_per_iteration_clone_is_left_alone_in_a_tests_file() -> None:
     assert [f.rule for f in review_file(example_job("train.py", source, None, ("RC344",))).findings] == ["RC344"]
     for path in ("tests/test_model.py", "test_model.py", "pkg/model_test.py"):
         assert review_file(example_job(path, source, None, (rule.code,))).findings == []
+
+
+MUON = """
+import torch
+def muon_update(grad, momentum, beta=0.95, nesterov=True):
+    momentum.lerp_(grad, 1 - beta)
+    update = grad.lerp_(momentum, beta) if nesterov else momentum
+    return update / (update.norm() + 1e-7)
+"""
+
+
+def test_a_helper_of_an_optimizer_step_updates_what_the_step_hands_it() -> None:
+    """Muon's `muon_update(p.grad, state["momentum_buffer"])`: its one caller is an
+    optimizer's `step`, and updating the momentum buffer (and the gradient, read no more)
+    is the helper's job, not a change behind the caller's back. The same helper called from
+    a plain function that reads the buffer afterwards is still reported."""
+    from review_copies.rules.alias_mutation.rc102_inplace_on_argument import InplaceOnArgument
+
+    step = MUON + """
+class Muon(torch.optim.Optimizer):
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if len(state) == 0:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                update = muon_update(p.grad, state["momentum_buffer"], beta=group["momentum"])
+                p.add_(update.reshape(p.shape), alpha=-group["lr"])
+"""
+    assert _findings(InplaceOnArgument, step) == []
+    plain = MUON + """
+def direction(grad, momentum):
+    update = muon_update(grad, momentum)
+    return update, momentum.norm()
+"""
+    assert [f.line for f in _findings(InplaceOnArgument, plain)] == [4, 5]
+
+
+def test_a_state_dict_written_through_its_own_entries_is_a_handle_not_a_snapshot() -> None:
+    """pfrl's `soft_copy_param`: `for k, v in target_dict.items(): v.mul_(1 - tau)` updates
+    the target network's live tensors through its state_dict on purpose; the dict is never
+    meant to keep the old values. A state_dict taken before training and read after it is
+    still reported."""
+    from review_copies.rules.stale_snapshot.rc151_state_dict_snapshot import StateDictSnapshot
+
+    soft = """
+import torch
+def soft_copy_param(target_link, source_link, tau):
+    target_dict = target_link.state_dict()
+    source_dict = source_link.state_dict()
+    for k, target_value in target_dict.items():
+        source_value = source_dict[k]
+        if source_value.dtype in [torch.float32, torch.float64, torch.float16]:
+            target_value.mul_(1 - tau)
+            target_value.add_(tau * source_value)
+        else:
+            target_dict[k] = source_value
+"""
+    assert _findings(StateDictSnapshot, soft) == []
+    stale = """
+import torch
+def train(model, batches, opt):
+    before = model.state_dict()
+    for x, y in batches:
+        (model(x) - y).pow(2).mean().backward()
+        opt.step()
+    return {k: (model.state_dict()[k] - before[k]).norm() for k in before}
+"""
+    assert [f.line for f in _findings(StateDictSnapshot, stale)] == [4]

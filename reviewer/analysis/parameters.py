@@ -13,7 +13,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.facts import is_local_module_class
 from review_copies.analysis.guesses import COMMENT, SCALAR_NAME, UsageEvidence, usage_evidence
-from review_copies.analysis.syntax import dotted, last
+from review_copies.analysis.syntax import code_of, dotted, last
 from review_copies.analysis.values import Kind, Tri, Value
 
 _TENSOR_ANNOTATIONS = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor", "torch.FloatTensor"))
@@ -129,7 +129,7 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
             kind = Kind.OTHER if default.kind is Kind.OTHER else Kind.UNKNOWN
     if kind is Kind.UNKNOWN:
         kind = evidence.kind_of(name)
-    if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param) and not _list_of_inputs(cx, name):
+    if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param) and not _list_of_inputs(cx, name) and _may_name_a_tensor(param):
         kind = Kind.TENSOR  # nn.Module.forward(self, x): x is the input tensor
     handed = _pipeline_input(cx, param) if kind is Kind.UNKNOWN and param.default is None else None
     if handed is not None:
@@ -185,6 +185,16 @@ def _given_kind(cx: Context, name: str) -> Kind | None:
     if not kinds:
         return None
     return kinds.pop() if len(kinds) == 1 else Kind.UNKNOWN
+
+
+def _may_name_a_tensor(param: cst.Param) -> bool:
+    """Could the annotation of a module's input be a tensor's? None at all, or one that says
+    so in its own words (jaxtyping's `Float[Tensor, "b n"]`, torchtyping's `TensorType[...]`).
+    Any other annotation the file cannot resolve names something else: a graph `Data`, a
+    batch class, a dict alias (`AtomicDataDict.Type = Dict[str, Tensor]`)."""
+    if param.annotation is None:
+        return True
+    return re.search(r"Tensor|Array", code_of(param.annotation.annotation)) is not None
 
 
 def _first_input(cx: Context, param: cst.Param) -> bool:

@@ -113,7 +113,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
     change: it throws the result away (the function is called for what it does to its
     arguments), passes a name it then returns itself (the caller mutates and returns in
     turn), passes a new tensor (`f(x.clone())`), or passes a local it never reads again (a
-    fresh temporary, `trace.cpu().numpy()` of one). A write into the
+    fresh temporary, `trace.cpu().numpy()` of one), or is made by an optimizer's `step`
+    (`muon_update(p.grad, state["momentum_buffer"])`: updating those is the step's job). A write into the
     argument is then the function's job or invisible, not a change behind a caller's back."""
     sites = passed(flow, arg)
     if not sites:
@@ -124,7 +125,7 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
         site = contexts.get(call)
         if site is None:
             return False
-        if site.discarded:
+        if site.discarded or site.in_optimizer_step:
             continue
         if value is not None and site.copied_into is not None and code_of(value) == site.copied_into:
             continue  # `w.copy_(f(w))`: the caller writes the result into what it passed anyway
@@ -251,6 +252,9 @@ class CallContext:
     caller_returns: AbstractSet[str]
     # `w.data.copy_(f(...))`: the code of what the result is copied into (`w.data`).
     copied_into: str | None = None
+    # The call is made by an optimizer's `step` (a method of a class built on `...Optimizer`):
+    # what it passes (grads, state buffers, parameters) is the update's to change.
+    in_optimizer_step: bool = False
 
 
 _GRAD_OFF = ("no_grad", "inference_mode")
@@ -287,16 +291,26 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
             def __init__(self) -> None:
                 self.no_grad = [0]
                 self.functions: list[tuple[frozenset[str], set[str]]] = [(frozenset(), set())]
+                self.classes: list[bool] = [False]  # is each enclosing class an optimizer?
+                self.steps: list[bool] = [False]  # is each enclosing function an optimizer's step?
                 self.statements: set[cst.Call] = set()
                 self.copies: dict[cst.Call, str] = {}
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> None:
+                self.classes.append(any(dotted(b.value).endswith("Optimizer") for b in node.bases))
+
+            def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+                self.classes.pop()
 
             def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
                 params = frozenset(p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params))
                 self.functions.append((params, set()))
+                self.steps.append(self.steps[-1] or (self.classes[-1] and node.name.value == "step"))
                 self.no_grad.append(1 if any(_turns_grad_off(d.decorator) for d in node.decorators) else 0)
 
             def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
                 self.functions.pop()
+                self.steps.pop()
                 self.no_grad.pop()
 
             def visit_With(self, node: cst.With) -> None:
@@ -315,7 +329,7 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
 
             def visit_Call(self, node: cst.Call) -> None:
                 params, returns = self.functions[-1]
-                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node))
+                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node), self.steps[-1])
                 func = node.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "copy_" and node.args and isinstance(node.args[0].value, cst.Call):
                     self.copies[node.args[0].value] = code_of(func.value)

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, Call, FunctionFlow, Loop, Store
+from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -178,6 +178,22 @@ class StoredAttachedTensor(Rule):
             """,
             "`np.array(embs)` would raise on a tensor that requires grad: the callable hands back arrays or detached values",
         ),
+        Valid(
+            """
+            import torch
+            def fit(solver, batch, num_epochs: int):
+                radius = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
+                opt = torch.optim.Adam([radius], lr=0.1)
+                inputs = dict(batch)
+                for epoch in range(num_epochs):
+                    opt.zero_grad()
+                    inputs["log_radius"] = radius.unsqueeze(1).clone()
+                    loss = solver(inputs).sum()
+                    loss.backward()
+                    opt.step()
+            """,
+            "the same key in every pass: the entry is replaced, so the dict holds one step's tensor, not one per step",
+        ),
     )
     INVALID = (
         Invalid(
@@ -246,7 +262,7 @@ class StoredAttachedTensor(Rule):
             outer = step_loop(flow, store) if loop is not None else None
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
                 continue
-            if outer is not None and not persistent and bound_each_step(flow, container, outer, store.line):
+            if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or _same_key_each_pass(flow, store, outer)):
                 continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
             if _made_into_array(flow, container, store):
                 continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
@@ -270,6 +286,23 @@ class StoredAttachedTensor(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
+
+
+def _same_key_each_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
+    """`inputs["radius"] = r.clone()` in every pass: the entry is replaced, not added, so the
+    dict holds the last step's tensor only (a key made from what the loop binds, `log[step]`,
+    adds one entry per step)."""
+    node = store.node
+    if store.how != "setitem" or not isinstance(node, cst.Subscript) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    key = node.slice[0].slice.value
+    if not isinstance(key, (cst.SimpleString, cst.Integer, cst.Name, cst.Attribute)):
+        return False  # `log[len(log)]`, `log[f"{step}"]`: it may name a new entry each time
+    used = names_in(key)
+    bound_in_loop = {e.name for e in flow.of(Bind) if loop.start <= e.line <= loop.end}
+    if isinstance(loop.node, cst.For):
+        bound_in_loop |= names_in(loop.node.target)
+    return not used & bound_in_loop
 
 
 # numpy functions that turn a list of tensors into one array, each element through `.numpy()`.

@@ -62,6 +62,23 @@ class InplaceOnSavedTensor(Rule):
         Valid(
             """
             import torch
+            from . import AtomicDataDict
+            class BesselEncoding(torch.nn.Module):
+                def __init__(self, field: str):
+                    super().__init__()
+                    self.weights = torch.nn.Parameter(torch.linspace(1.0, 8.0, 8))
+                    self.field = field
+                def forward(self, data: AtomicDataDict.Type) -> AtomicDataDict.Type:
+                    x = data[self.field]
+                    bessel = torch.sinc(x * self.weights) * self.weights
+                    data[AtomicDataDict.EDGE_EMBEDDING_KEY] = bessel
+                    return data
+            """,
+            "the input is annotated with a type that is not a tensor's (a dict alias): `data[key] = ...` sets an entry, it writes into no tensor",
+        ),
+        Valid(
+            """
+            import torch
             def f():
                 a = torch.randn(3, requires_grad=True)
                 y = a + 1

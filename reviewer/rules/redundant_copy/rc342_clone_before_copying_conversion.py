@@ -35,7 +35,9 @@ class CloneBeforeCopyingConversion(Rule):
     ```python
     host = activations.to("cpu", copy=True)
     ```
-    `copy=True` makes exactly one copy whether or not the device or dtype changes.
+    `copy=True` makes exactly one copy whether or not the device or dtype changes. Where the
+    conversion is an operand of an out-of-place op (`e0.clone().double() + e`), which makes a
+    new tensor anyway, no copy is needed: `e0.double() + e`.
 
     ## Fix safety
     Safe: one copy instead of two, with the same values, memory format and gradient.
@@ -67,6 +69,19 @@ class CloneBeforeCopyingConversion(Rule):
         ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            def energies(node_e0: torch.Tensor, node_inter: torch.Tensor):
+                return node_e0.clone().double() + node_inter
+            """,
+            line=3,
+            fix="""
+            import torch
+            def energies(node_e0: torch.Tensor, node_inter: torch.Tensor):
+                return node_e0.double() + node_inter
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -138,6 +153,14 @@ class CloneBeforeCopyingConversion(Rule):
                 args = clean_args([cst.Arg(cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(dtype.split(".")[1]))), kwarg("copy", cst.Name("True"))])
             if args is None:
                 continue
+            op = _operand_of(event.stmt, event.node)
+            if op is not None:
+                message = (
+                    f"`{short_code(event.node)}` is an operand of `{op}`, which makes a new tensor anyway: the clone is a full copy "
+                    f"thrown away at once. `.{name}()` alone converts, copying only when it must."
+                )
+                yield Hit(event.node, message, (event.node, event.call.with_changes(func=event.call.func.with_changes(value=base))))
+                continue
             message = (
                 f"`{short_code(event.node)}` copies twice when `.{name}()` changes device or dtype: the clone is a full copy that is "
                 "thrown away at once. `.to(..., copy=True)` makes exactly one copy in every case."
@@ -145,8 +168,23 @@ class CloneBeforeCopyingConversion(Rule):
             yield Hit(event.node, message, (event.node, method(base, "to", args)), claims=frozenset({"gpu"}) if device_move else frozenset())
 
 
-# Arguments named like a model's output, which require grad when training.
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
+
+
+def _operand_of(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
+    """The operator of the out-of-place binary operation `node` is an operand of, if any
+    (`a.clone().double() + b`): its result is a new tensor whatever its operands are."""
+    if stmt is None:
+        return None
+    found: list[str] = []
+
+    class _Operand(cst.CSTVisitor):
+        def visit_BinaryOperation(self, op: cst.BinaryOperation) -> None:
+            if op.left is node or op.right is node:
+                found.append(cst.Module([]).code_for_node(op.operator).strip())
+
+    stmt.visit(_Operand())
+    return found[0] if found else None
 
 
 def _changes_device(device: Device, method_name: str) -> bool:

@@ -11,7 +11,7 @@ from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Store
 from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of, on_every_path
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of
+from review_copies.analysis.syntax import code_of, names_in
 
 
 def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
@@ -103,6 +103,24 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
         if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)) and not event.exclusive_with(change):
             return event  # (a read in the other arm of an `if` around the change never sees it)
     return None
+
+
+def written_through_entries(flow: FunctionFlow, name: str, change: Event) -> bool:
+    """`for k, v in target_dict.items(): v.mul_(1 - tau)`: the tensor written was taken from
+    the dict's own entries, so the dict is the handle the update goes through (a soft copy of
+    parameters), not a snapshot meant to keep the old values."""
+    if not isinstance(change, Write):
+        return False
+    writer = name_of(change.target_node).split(".")[0]
+    if not writer:
+        return False
+    for loop_id in change.loops:
+        loop = flow.loops.get(loop_id)
+        if loop is None or not isinstance(loop.node, cst.For) or writer not in names_in(loop.node.target):
+            continue
+        if re.fullmatch(rf"{re.escape(name)}\.(items|values)\(\)", code_of(loop.node.iter)):
+            return True
+    return False
 
 
 def entry_replaced(flow: FunctionFlow, name: str, change: Event, read: Use) -> bool:

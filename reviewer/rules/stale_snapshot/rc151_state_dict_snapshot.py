@@ -15,7 +15,7 @@ from review_copies.analysis.syntax import call_method_name, dotted, names_in, re
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, entry_replaced, owner_of, read_after
+from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, entry_replaced, owner_of, read_after, written_through_entries
 
 
 class StateDictSnapshot(Rule):
@@ -306,7 +306,7 @@ class StateDictSnapshot(Rule):
                 continue
             roots = value.element.roots if value.element is not None and value.element.roots else value.roots
             change = changes_after(flow, bind, roots, owner)
-            if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name):
+            if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name) or written_through_entries(flow, bind.name, change):
                 continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
             read = read_after(flow, bind.name, change, roots)
             if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
