@@ -172,14 +172,25 @@ def index_kind(node: cst.Subscript, values: list[Value]) -> str:
         if isinstance(expr, (cst.List, cst.ListComp)) or value.kind in (Kind.LIST, Kind.NDARRAY):
             return "advanced"
         if value.kind is Kind.TENSOR:
-            if value.dtype == "bool":
+            if value.dtype == "bool" or _index_array(expr):
                 return "advanced"
-            result = "maybe"
+            result = "maybe"  # a 0-d integer tensor indexes like an integer: a view
             continue
         if value.kind is Kind.SCALAR:
             continue
         result = "maybe"
     return result
+
+
+# Calls whose tensor result has at least one dimension: as an index, always advanced.
+_INDEX_ARRAY_CALLS = frozenset(("arange", "randperm", "nonzero", "argwhere", "argsort"))
+
+
+def _index_array(expr: cst.BaseExpression) -> bool:
+    """`x[torch.arange(n), labels]`: an index made by `arange` (or `randperm`, `nonzero`...)
+    is 1-D or more, so the indexing copies (a 0-d integer tensor alone would index like an
+    integer and give a view)."""
+    return isinstance(expr, cst.Call) and dotted(expr.func).rpartition(".")[2] in _INDEX_ARRAY_CALLS
 
 
 # ------------------------------------------------------------- operators

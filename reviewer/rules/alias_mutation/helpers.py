@@ -99,11 +99,16 @@ def _a_new_buffer(expr: cst.BaseExpression | None) -> bool:
     return isinstance(expr, cst.Call) and dotted(expr.func).rpartition(".")[2] in _BUFFER_FACTORIES
 
 
+# In-place ops that write where an index tensor says: accumulating into a new buffer
+# (`flat.scatter_add_(0, idx, contrib)`), as `v[i] = x` fills it.
+_INDEXED_WRITES = frozenset("scatter_add_ scatter_ scatter_reduce_ index_add_ index_put_ index_copy_ index_fill_ index_reduce_ put_ masked_scatter_".split())
+
+
 def _a_region(write: Write, writer_bind: Bind | None) -> bool:
-    """The write fills a part of the buffer (`v[i] = x`, `v[i].copy_(x)`, or all of `v =
-    buf[a:b]`), not all of it (`v += 1` with `v = buf`)."""
+    """The write fills a part of the buffer (`v[i] = x`, `v[i].copy_(x)`, `v.scatter_add_(0,
+    idx, x)`, or all of `v = buf[a:b]`), not all of it (`v += 1` with `v = buf`)."""
     node = write.node
-    if isinstance(node, cst.AssignTarget | cst.Subscript):
+    if isinstance(node, cst.AssignTarget | cst.Subscript) or write.op.strip(".()") in _INDEXED_WRITES:
         return True
     if writer_bind is not None and isinstance(writer_bind.expr, cst.Subscript):
         return True

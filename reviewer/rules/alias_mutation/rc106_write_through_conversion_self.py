@@ -55,6 +55,19 @@ class WriteThroughConversionSelf(WriteThroughAlias):
         Valid(
             """
             import torch
+            def cotan_laplacian(n_points: int, edges: torch.Tensor, w: torch.Tensor, data: torch.Tensor):
+                laplacian = torch.zeros_like(data)
+                v0 = edges[:, 0]
+                contrib = (w.view(-1, 1) * data[v0]).reshape(len(edges), -1)
+                laplacian_flat = laplacian.reshape(n_points, -1)
+                laplacian_flat.scatter_add_(0, v0.unsqueeze(-1).expand(-1, contrib.shape[1]), contrib)
+                return laplacian_flat.reshape(laplacian.shape)
+            """,
+            "a new zeroed buffer accumulated through a reshaped view of it on purpose (only its shape is read again)",
+        ),
+        Valid(
+            """
+            import torch
             def to_dense(values: torch.Tensor, rows: list[int], shape: tuple[int, int, int]):
                 out = torch.zeros(shape, dtype=values.dtype)
                 out_r = out.reshape(shape[0], -1)

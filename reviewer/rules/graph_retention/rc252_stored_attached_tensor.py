@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store
+from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store, Use
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
@@ -194,6 +194,21 @@ class StoredAttachedTensor(Rule):
             """,
             "the same key in every pass: the entry is replaced, so the dict holds one step's tensor, not one per step",
         ),
+        Valid(
+            """
+            import torch
+            def unroll(model, predicted, unpredicted, n_in: int, steps: int):
+                unpred_i, pred_i = unpredicted[:, :n_in], predicted[:, :n_in]
+                model_predicted = []
+                for i in range(steps):
+                    model_pred_i = model(torch.cat([pred_i, unpred_i], dim=2).flatten(1, 2))
+                    model_predicted.append(model_pred_i)
+                    unpred_i = unpredicted[:, i : n_in + i]
+                    pred_i = torch.cat([pred_i[:, 1:], model_pred_i.unsqueeze(1)], dim=1)
+                return torch.stack(model_predicted, dim=1)
+            """,
+            "a rollout: each prediction feeds the next input, so the last one's graph holds every earlier one anyway",
+        ),
     )
     INVALID = (
         Invalid(
@@ -264,6 +279,8 @@ class StoredAttachedTensor(Rule):
                 continue
             if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or _same_key_each_pass(flow, store, outer)):
                 continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
+            if outer is not None and _carried_into_next_pass(flow, store, outer):
+                continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
             if _made_into_array(flow, container, store):
                 continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
             if outer is not None and one_iteration(flow, store, outer):
@@ -286,6 +303,23 @@ class StoredAttachedTensor(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
+
+
+def _carried_into_next_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
+    """`pred = model(x); preds.append(pred); x = torch.cat([x[:, 1:], pred], 1)`: the stored
+    name also feeds a name the loop carries into its next pass (bound before the loop, read
+    in it before the store, bound again from the stored name), so every later output's graph
+    holds this one already; keeping it in the list adds nothing. (A running `total = total +
+    loss` is read only where it is rebound: it feeds no step, and stays RC251's.)"""
+    if not isinstance(store.value_node, cst.Name):
+        return False
+    stored = store.value_node.value
+    before = {e.name for e in flow.of(Bind) if e.line < loop.start}
+    feeding = {e.name for e in flow.of(Use) if e.name in before and loop.start <= e.line < store.line}
+    return any(
+        isinstance(e, Bind) and e.name in feeding and e.name != stored and store.line < e.line <= loop.end and e.expr is not None and stored in names_in(e.expr)
+        for e in flow.events
+    )
 
 
 def _same_key_each_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:

@@ -62,6 +62,25 @@ class InplaceOnSavedTensor(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            class CurricularFace(nn.Module):
+                def __init__(self, in_features: int, out_features: int):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.randn(in_features, out_features))
+                def forward(self, input: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+                    cos_theta = torch.mm(input, self.weight).clamp(-1, 1)
+                    target_logit = cos_theta[torch.arange(0, input.size(0)), label].view(-1, 1)
+                    sin_theta = torch.sqrt(1.0 - torch.pow(target_logit, 2))
+                    mask = cos_theta > target_logit * 0.8 - sin_theta * 0.6
+                    hard_example = cos_theta[mask]
+                    cos_theta[mask] = hard_example * (0.1 + hard_example)
+                    return cos_theta * 64.0
+            """,
+            "indexing with `torch.arange(...)` copies: `pow` saved the copy, and the write goes into `cos_theta`, which nothing saved",
+        ),
+        Valid(
+            """
+            import torch
             from . import AtomicDataDict
             class BesselEncoding(torch.nn.Module):
                 def __init__(self, field: str):

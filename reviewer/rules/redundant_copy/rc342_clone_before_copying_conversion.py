@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import clean_args, kwarg, method
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Device
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -69,6 +69,21 @@ class CloneBeforeCopyingConversion(Rule):
         ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            def collect(pred: torch.Tensor, pressure: torch.Tensor, nodes: torch.Tensor):
+                pressure[nodes] = pred[:, :1].clone().float()
+                return pressure
+            """,
+            line=3,
+            fix="""
+            import torch
+            def collect(pred: torch.Tensor, pressure: torch.Tensor, nodes: torch.Tensor):
+                pressure[nodes] = pred[:, :1].float()
+                return pressure
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -153,11 +168,11 @@ class CloneBeforeCopyingConversion(Rule):
                 args = clean_args([cst.Arg(cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(dtype.split(".")[1]))), kwarg("copy", cst.Name("True"))])
             if args is None:
                 continue
-            op = _operand_of(event.stmt, event.node)
-            if op is not None:
+            anyway = _copied_anyway(event.stmt, event.node)
+            if anyway is not None:
                 message = (
-                    f"`{short_code(event.node)}` is an operand of `{op}`, which makes a new tensor anyway: the clone is a full copy "
-                    f"thrown away at once. `.{name}()` alone converts, copying only when it must."
+                    f"`{short_code(event.node)}` is {anyway}: the clone is a full copy thrown away at once. `.{name}()` alone "
+                    "converts, copying only when it must."
                 )
                 yield Hit(event.node, message, (event.node, event.call.with_changes(func=event.call.func.with_changes(value=base))))
                 continue
@@ -171,20 +186,33 @@ class CloneBeforeCopyingConversion(Rule):
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
 
 
-def _operand_of(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
-    """The operator of the out-of-place binary operation `node` is an operand of, if any
-    (`a.clone().double() + b`): its result is a new tensor whatever its operands are."""
+def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
+    """Why no copy is needed where the conversion's result goes, if none is: an operand of an
+    out-of-place op (`a.clone().double() + b` makes a new tensor whatever its operands are),
+    or the value assigned into part of another tensor (`out[idx] = a.clone().float()` copies
+    into `out`; not when `a` is read from `out` itself, where the clone keeps the source
+    apart from what is written)."""
     if stmt is None:
         return None
     found: list[str] = []
 
-    class _Operand(cst.CSTVisitor):
+    class _Where(cst.CSTVisitor):
         def visit_BinaryOperation(self, op: cst.BinaryOperation) -> None:
             if op.left is node or op.right is node:
-                found.append(cst.Module([]).code_for_node(op.operator).strip())
+                found.append(f"an operand of `{cst.Module([]).code_for_node(op.operator).strip()}`, which makes a new tensor anyway")
 
-    stmt.visit(_Operand())
-    return found[0] if found else None
+    stmt.visit(_Where())
+    if found:
+        return found[0]
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        stmt = stmt.body[0]
+    if isinstance(stmt, cst.Assign) and stmt.value is node and len(stmt.targets) == 1:
+        target = stmt.targets[0].target
+        if isinstance(target, cst.Subscript):
+            owner = dotted(target.value).split(".")[0] if dotted(target.value) else ""
+            if owner and owner not in names_in(node):
+                return f"assigned into `{short_code(target)}`, which copies it into that tensor anyway"
+    return None
 
 
 def _changes_device(device: Device, method_name: str) -> bool:
