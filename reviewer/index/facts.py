@@ -24,6 +24,21 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _attached_names(node: ast.AST) -> set[str]:
+    """The names whose graph an expression can carry: not those seen only through a cut
+    (`y_pred.detach().cpu()`, `loss.item()`, `float(loss)`, `x.numpy()`), which keeps a
+    value and no graph."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in (*_DETACHING, "numpy"):
+            return set().union(*(_attached_names(a) for a in (*node.args, *(k.value for k in node.keywords))))
+        if isinstance(func, ast.Name) and func.id in _TO_NUMBER:
+            return set()
+    if isinstance(node, ast.Name):
+        return {node.id}
+    return set().union(*(_attached_names(child) for child in ast.iter_child_nodes(node)))
+
+
 def _self_attr(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr
@@ -41,7 +56,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
     dropped = _dropped(fn, param_set)
 
     def kept(node: ast.expr, line: int) -> set[str]:
-        return {p for p in _names(node) & param_set if dropped.get(p, line) >= line}
+        return {p for p in _attached_names(node) & param_set if dropped.get(p, line) >= line}
 
     for node in ast.walk(fn):
         if isinstance(node, ast.AugAssign):

@@ -99,6 +99,26 @@ class ArgumentKeptByAccumulator(Rule):
             """,
             "the method does not keep what it is given",
         ),
+        Valid(
+            """
+            import torch
+            class Meter:
+                def __init__(self):
+                    self.y_pred, self.y_true = [], []
+                def update(self, y_pred, y_true):
+                    self.y_pred.append(y_pred.detach().cpu())
+                    self.y_true.append(y_true.detach().cpu())
+            def train(model, loader, optimizer):
+                meter = Meter()
+                for x, y in loader:
+                    prediction = model(x)
+                    loss = (prediction - y).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    meter.update(prediction, y)
+            """,
+            "the method keeps `y_pred.detach().cpu()`: values, no graph",
+        ),
     )
     INVALID = (
         Invalid(

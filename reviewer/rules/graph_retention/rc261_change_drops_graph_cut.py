@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore
@@ -101,8 +102,50 @@ class ChangeDropsGraphCut(Rule):
                 return out
             """,
         ),
+        Valid(
+            """
+            import torch
+            def distil_observe(target: torch.Tensor, space):
+                space.hidden_state = target
+                return target
+            """,
+            "the attribute is set anew on each call: it holds the last step's graph (for a distillation loss), not one per step",
+            before="""
+            import torch
+            def distil_observe(target: torch.Tensor, space):
+                space.hidden_state = target.clone().detach()
+                return target
+            """,
+        ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            class Strategy(torch.nn.Module):
+                def predict(self, covar, mean_diff, test_mean):
+                    if not hasattr(self, "_mean_cache"):
+                        self._mean_cache = torch.linalg.solve(covar, mean_diff)
+                    return test_mean + self._mean_cache
+            """,
+            line=5,
+            before="""
+            import torch
+            class Strategy(torch.nn.Module):
+                def predict(self, covar, mean_diff, test_mean):
+                    if not hasattr(self, "_mean_cache"):
+                        self._mean_cache = torch.linalg.solve(covar, mean_diff).detach()
+                    return test_mean + self._mean_cache
+            """,
+            fix="""
+            import torch
+            class Strategy(torch.nn.Module):
+                def predict(self, covar, mean_diff, test_mean):
+                    if not hasattr(self, "_mean_cache"):
+                        self._mean_cache = torch.linalg.solve(covar, mean_diff).detach()
+                    return test_mean + self._mean_cache
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -168,7 +211,7 @@ class ChangeDropsGraphCut(Rule):
             return
         reported: set[int] = set()
         for event in flow.events:
-            kept = _kept(event)
+            kept = _kept(flow, event)
             if kept is None or event.line in reported or event.no_grad:
                 continue
             dropped = dropped_at(flow, event.line, _CUTS)
@@ -177,25 +220,65 @@ class ChangeDropsGraphCut(Rule):
                 continue
             reported.add(event.line)
             stmt = event.stmt or event.node
-            message = (
-                f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: `{short_code(stmt)}` now keeps "
-                f"{kept} attached to the autograd graph, so each step's graph (its nodes, and the activations too until `backward()` frees them) stays alive as long as it "
-                f"does and memory grows step after step. Put {dropped_words(dropped)} back."
-            )
+            if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):
+                message = (  # a cache filled once (`_filled_once`)
+                    f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: `{short_code(stmt)}` now caches "
+                    "a value attached to the autograd graph, so the graph of the call that filled it stays alive as long as the "
+                    f"cache, and every later call reuses it (a second backward through it raises). Put {dropped_words(dropped)} back."
+                )
+            else:
+                message = (
+                    f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: `{short_code(stmt)}` now keeps "
+                    f"{kept} attached to the autograd graph, so each step's graph (its nodes, and the activations too until `backward()` frees them) stays alive as long as it "
+                    f"does and memory grows step after step. Put {dropped_words(dropped)} back."
+                )
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(event.node, message, restore(event.stmt, dropped))
 
 
-def _kept(event: Event) -> str | None:
+def _kept(flow: FunctionFlow, event: Event) -> str | None:
     """How the statement keeps its value past the step, in a few words; None if it does not."""
     if isinstance(event, Call) and event.method in _ADDERS and event.args and isinstance(event.receiver_node, (cst.Name, cst.Attribute)):
         # `history.append(x)` on a container the analysis knows nothing of (an argument).
         return f"what it adds to `{short_code(event.receiver_node)}`"
-    if isinstance(event, Store):
+    if isinstance(event, Store) and event.how != "setattr":
         return f"what it puts in `{event.container}`"
     if isinstance(event, Accumulate):
         return f"what `{event.name}` accumulates"
-    if isinstance(event, Bind) and event.name.startswith("self."):
-        return f"`{event.name}`"
+    # `self.last = x` or `space.hidden_state = x` replaces what the attribute held: it keeps
+    # the last step's graph, not one per step (a distillation hook keeps it for its loss).
+    # Filled once and reused (`if not hasattr(self, "_cache"): self._cache = ...`), it keeps
+    # the graph of the step that filled it for every later one.
+    name = event.name if isinstance(event, Bind) else event.container if isinstance(event, Store) else None
+    if name is not None and name.startswith("self.") and _filled_once(flow, event, name):
+        return f"`{name}`"
     return None
+
+
+def _filled_once(flow: FunctionFlow, event: Event, name: str) -> bool:
+    """Is the assignment inside an `if` that fills the attribute only while it is missing
+    (`if not hasattr(self, "_cache"):`, `if self._cache is None:`)?"""
+    attr = name.split(".", 1)[1]
+    scope = flow.scope
+    if scope is None or event.stmt is None:
+        return False
+    found: list[bool] = []
+    target = event.stmt
+
+    class _Guards(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.tests: list[str] = []
+
+        def visit_If(self, node: cst.If) -> None:
+            self.tests.append(code_of(node.test))
+
+        def leave_If(self, original_node: cst.If) -> None:
+            self.tests.pop()
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            if node is target or any(small is target for small in node.body):
+                found.append(any(re.search(rf"hasattr\(\s*self\s*,\s*['\"]{re.escape(attr)}['\"]", t) or f"self.{attr} is None" in t for t in self.tests))
+
+    scope.node.visit(_Guards())
+    return any(found)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from review_copies.analysis.events import FunctionFlow, Write
-from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.autograd import reaches_a_backward, saved_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.rewrite import out_of_place
@@ -59,6 +59,19 @@ class InplaceOnSavedTensor(Rule):
     recipes = ("backward",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def test_mask_matches():
+                module = nn.Conv2d(3, 4, 3)
+                dummy_input = torch.rand(4, 3, 32, 32)
+                masked_output = module(dummy_input)
+                dummy_input[:, 1] = 0
+                assert torch.equal(masked_output, module(dummy_input))
+            """,
+            "the conv saved its input, but its output only feeds a comparison: no backward ever runs through it",
+        ),
         Valid(
             """
             import torch
@@ -272,8 +285,8 @@ class InplaceOnSavedTensor(Rule):
             if (deliberate_write(write) and write.op != "optimizer.step()") or write.target.via == "data" or write.opted_in:
                 continue  # (an `inplace` flag's arm: a mode the caller chose, for inference or memory)
             saved = saved_before(flow, write)
-            if saved is None:
-                continue
+            if saved is None or not reaches_a_backward(flow, saved):
+                continue  # (what was saved only feeds a comparison, an argmax: no backward runs through it)
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off (a decoder's search): nothing was saved for a backward
             what = short_code(write.stmt or write.node)
