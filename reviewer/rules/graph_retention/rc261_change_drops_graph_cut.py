@@ -211,12 +211,18 @@ class ChangeDropsGraphCut(Rule):
             return
         reported: set[int] = set()
         for event in flow.events:
-            kept = _kept(flow, event)
-            if kept is None or event.line in reported or event.no_grad:
+            if event.line in reported or event.no_grad or not isinstance(event, (Call, Store, Accumulate, Bind)):
                 continue
+            # What the change dropped on this line first: it is cheap, and rare, where
+            # `_kept` may walk the function for the `if` around a cache.
             dropped = dropped_at(flow, event.line, _CUTS)
+            if not dropped:
+                continue
+            kept = _kept(flow, event)
+            if kept is None:
+                continue
             value = event.args[0] if isinstance(event, Call) else event.value  # type: ignore[attr-defined]
-            if not dropped or value.kind not in (Kind.TENSOR, Kind.UNKNOWN):
+            if value.kind not in (Kind.TENSOR, Kind.UNKNOWN):
                 continue
             reported.add(event.line)
             stmt = event.stmt or event.node
