@@ -6,7 +6,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Backward, Bind, Call, Event, FunctionFlow, Loop, Return, Use, Write
 from review_copies.analysis.guesses import TRAINING_ITERABLE
-from review_copies.analysis.syntax import code_of, names_in
+from review_copies.analysis.syntax import bound_names, code_of, names_in
 from review_copies.analysis.values import Tri
 
 
@@ -121,7 +121,7 @@ def bound_each_step(flow: FunctionFlow, name: str, loop: Loop, before: int) -> b
     loop itself (`for x, batch in loader:`) or assigned at the top of its body? Then what is
     stored in it goes with that pass's object, not into one that outlives the steps."""
     node = loop.node
-    if isinstance(node, cst.For) and name in _bound_names(node.target):
+    if isinstance(node, cst.For) and name in bound_names(node.target):
         return True
     body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
     for stmt in body:
@@ -129,18 +129,9 @@ def bound_each_step(flow: FunctionFlow, name: str, loop: Loop, before: int) -> b
             break
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                if isinstance(small, cst.Assign) and any(name in _bound_names(t.target) for t in small.targets):
+                if isinstance(small, cst.Assign) and any(name in bound_names(t.target) for t in small.targets):
                     return True
     return False
-
-
-def _bound_names(target: cst.BaseExpression) -> set[str]:
-    """The names a target binds (`x`, `(i, (a, b))`, `*rest`); `d[k]` and `o.attr` bind none."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return set().union(*(_bound_names(e.value) for e in target.elements))
-    return set()
 
 
 def reset_each_optimizer_step(flow: FunctionFlow, name: str, loop: Loop) -> bool:
