@@ -226,18 +226,18 @@ class ChangeDropsGraphCut(Rule):
                 continue
             reported.add(event.line)
             stmt = event.stmt or event.node
-            if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):
-                message = (  # a cache filled once (`_filled_once`)
-                    f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: `{short_code(stmt)}` now caches "
-                    "a value attached to the autograd graph, so the graph of the call that filled it stays alive as long as the "
-                    f"cache, and every later call reuses it (a second backward through it raises). Put {dropped_words(dropped)} back."
+            if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):  # a cache filled once
+                harm = (
+                    "caches a value attached to the autograd graph, so the graph of the call that filled it stays alive as long as "
+                    "the cache, and every later call reuses it (a second backward through it raises)"
                 )
             else:
-                message = (
-                    f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: `{short_code(stmt)}` now keeps "
-                    f"{kept} attached to the autograd graph, so each step's graph (its nodes, and the activations too until `backward()` frees them) stays alive as long as it "
-                    f"does and memory grows step after step. Put {dropped_words(dropped)} back."
+                harm = (
+                    f"keeps {kept} attached to the autograd graph, so each step's graph (its nodes, and the activations too until "
+                    "`backward()` frees them) stays alive as long as it does and memory grows step after step"
                 )
+            what = dropped_words(dropped)
+            message = f"This change drops {what} from `{dropped[0].before}`: `{short_code(stmt)}` now {harm}. Put {what} back."
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(event.node, message, restore(event.stmt, dropped))
