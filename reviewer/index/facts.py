@@ -342,7 +342,7 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         # A parameter is the caller's own caller's tensor, unless the body bound it anew first.
         theirs = {n for n in passed & params if not any(at < line and n in names for at, names in stores.items())}
         kept = sorted(n for n in passed if n in theirs or (n not in rebound and read_after(n)))
-        callee = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        callee = _callee(node.func)
         grad_off = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)

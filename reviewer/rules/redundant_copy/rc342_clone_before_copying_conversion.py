@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import clean_args, kwarg, method
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import dotted, names_in, short_code
+from review_copies.analysis.syntax import code_of, dotted, names_in, short_code
 from review_copies.analysis.values import Device
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -199,7 +199,7 @@ def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
     class _Where(cst.CSTVisitor):
         def visit_BinaryOperation(self, op: cst.BinaryOperation) -> None:
             if op.left is node or op.right is node:
-                found.append(f"an operand of `{cst.Module([]).code_for_node(op.operator).strip()}`, which makes a new tensor anyway")
+                found.append(f"an operand of `{code_of(op.operator).strip()}`, which makes a new tensor anyway")
 
     stmt.visit(_Where())
     if found:
@@ -209,7 +209,7 @@ def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
     if isinstance(stmt, cst.Assign) and stmt.value is node and len(stmt.targets) == 1:
         target = stmt.targets[0].target
         if isinstance(target, cst.Subscript):
-            owner = dotted(target.value).split(".")[0] if dotted(target.value) else ""
+            owner = dotted(target.value).split(".")[0]
             if owner and owner not in names_in(node):
                 return f"assigned into `{short_code(target)}`, which copies it into that tensor anyway"
     return None
