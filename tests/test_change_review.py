@@ -638,3 +638,123 @@ def test_what_a_call_passed_is_read_again_only_where_that_value_can_still_be_rea
     assert _first_argument_kept(shared) == [False, True, True]
     theirs = _dedent(GATHER_LOOP).replace("    x = self.propagate(x)\n", "")
     assert _first_argument_kept(theirs) == [True, False, False]
+
+
+SOFTCAP = """
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def forward(self, hidden):
+        logits = torch.tanh(self.proj(hidden) / self.softcap)
+        logits *= self.softcap
+        return logits
+"""
+
+
+def test_a_package_that_turns_autograd_off_when_imported_runs_its_modules_without_a_graph(repo: Repo, tmp_path: Path) -> None:
+    # An inference server's `models/__init__.py` runs `torch.set_grad_enabled(False)` at
+    # import (text-generation-inference): `tanh` saves no output there, so scaling it in
+    # place breaks no backward. A call inside a function of the `__init__` turns nothing off
+    # at import, and the finding stays.
+    repo.write("server/models/heads/gemma.py", SOFTCAP)
+    repo.write("server/models/__init__.py", "import torch\n\n\ndef serve():\n    torch.set_grad_enabled(False)\n")
+    repo.commit("a head with a soft cap")
+    assert _whole_file(repo, tmp_path, "server/models/heads/gemma.py") == [("RC201", 8)]
+    repo.write("server/models/__init__.py", "import torch\n\n# Disable gradients\ntorch.set_grad_enabled(False)\n")
+    repo.commit("the package turns autograd off")
+    assert _whole_file(repo, tmp_path, "server/models/heads/gemma.py") == []
+
+
+CHOOSER = """
+import torch
+
+
+class Chooser:
+    def __call__(self, ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores[:, 0] = float("-inf")
+        return scores.argmax(-1)
+"""
+
+GENERATE = """
+from chooser import Chooser
+
+
+class Batch:
+    def __init__(self, ids):
+        self.ids = ids
+        self.chooser = Chooser()
+
+
+def step(model, batch):
+    logits = model(batch.ids)
+    return batch.chooser(batch.ids, logits)
+"""
+
+
+SAMPLE_AND_LOG = """
+from chooser import Chooser
+
+
+def sample(model, ids, log):
+    chooser = Chooser()
+    logits = model(ids)
+    token = chooser(ids, logits)
+    log(logits)
+    return token
+"""
+
+
+def test_an_object_call_is_a_call_of_its_class_dunder_call(repo: Repo, tmp_path: Path) -> None:
+    # A token chooser masks the scores it is handed (text-generation-inference's
+    # `HeterogeneousNextTokenChooser`); its instances are called as `batch.chooser(...)`, never
+    # by the name `__call__`. The one caller passes fresh logits it never reads again: the
+    # write is invisible. A caller that logs the logits after choosing brings it back.
+    repo.write("chooser.py", CHOOSER)
+    repo.write("generate.py", GENERATE)
+    repo.commit("a chooser")
+    assert _whole_file(repo, tmp_path, "chooser.py") == []
+    repo.write("sample.py", SAMPLE_AND_LOG)
+    repo.commit("a caller that reads the logits again")
+    assert _whole_file(repo, tmp_path, "chooser.py") == [("RC102", 6)]
+
+
+SPLINE = """
+import torch
+
+
+class Spline:
+    def _elementwise(self, inputs, params):
+        transform = params.view(inputs.shape[0], inputs.shape[1], 16)
+        widths = transform[..., :8]
+        widths /= 8.0
+        return inputs * widths.softmax(-1).sum(-1)
+
+    def _elementwise_forward(self, inputs, params):
+        return self._elementwise(inputs, params)
+"""
+
+FLOW = """
+from spline import Spline
+
+
+class Flow(Spline):
+    def forward(self, inputs):
+        params = self.net(inputs)
+        return self._elementwise_forward(inputs, params)
+"""
+
+
+def test_a_wrapper_that_hands_its_parameter_on_drops_what_its_callers_drop(repo: Repo, tmp_path: Path) -> None:
+    # normalizing-flows' spline: `_elementwise` scales a slice of the parameters it is
+    # handed in place, and is reached only through `_elementwise_forward`, a one-line
+    # wrapper whose callers pass a fresh network output they never read again. A caller of
+    # the wrapper that reads the parameters afterwards brings the finding back.
+    repo.write("spline.py", SPLINE)
+    repo.write("flow.py", FLOW)
+    repo.commit("a spline flow")
+    assert _whole_file(repo, tmp_path, "spline.py") == []
+    repo.write("flow.py", FLOW.replace("return self._elementwise_forward(inputs, params)", "out = self._elementwise_forward(inputs, params)\n        return out, params.norm()"))
+    repo.commit("the flow reports its parameters' norm")
+    assert _whole_file(repo, tmp_path, "spline.py") == [("RC102", 8)]

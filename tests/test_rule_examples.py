@@ -175,3 +175,22 @@ def train(model, batches, opt):
     return {k: (model.state_dict()[k] - before[k]).norm() for k in before}
 """
     assert [f.line for f in _findings(StateDictSnapshot, stale)] == [4]
+
+
+def test_a_transpose_of_dims_that_may_be_one_dim_is_not_a_certain_copy() -> None:
+    """apex's SyncBN: `input.transpose(1, -1).contiguous().clone()`. For a 2-D input dims 1
+    and -1 are the same dim, the transpose is the input and `.contiguous()` returns it, so
+    the clone is the one copy. Two distinct dims of the same sign always swap strides: there
+    `.contiguous()` copies and the clone after it is a second copy."""
+    from review_copies.rules.redundant_copy.rc341_clone_of_temporary import CloneOfTemporary
+
+    either = """
+import torch
+def channels_last(input: torch.Tensor):
+    return input.transpose(1, -1).contiguous().clone()
+"""
+    assert _findings(CloneOfTemporary, either) == []
+    assert _findings(CloneOfTemporary, either.replace("transpose(1, -1)", "permute(0, 1)")) == []
+    swapped = either.replace("transpose(1, -1)", "transpose(1, 2)")
+    assert [f.line for f in _findings(CloneOfTemporary, swapped)] == [4]
+    assert [f.line for f in _findings(CloneOfTemporary, either.replace("transpose(1, -1)", "permute(0, 2, 1)"))] == [4]

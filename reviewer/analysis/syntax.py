@@ -130,7 +130,26 @@ def receiver_of(node: cst.Call) -> cst.BaseExpression:
 
 
 def transposed(node: cst.BaseExpression) -> bool:
-    """`x.t()`, `x.transpose(0, 1)`, `x.permute(1, 0)`, `x.T`: a view with swapped strides."""
+    """`x.t()`, `x.transpose(0, 1)`, `x.permute(1, 0)`, `x.T`: a view with swapped strides.
+    Two dims that may be the same one swap nothing: `x.transpose(1, -1)` of a 2-D tensor,
+    `x.transpose(d, 1)`, `x.permute(0, 1)` are `x` itself."""
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return node.func.attr.value in ("t", "transpose", "permute", "mT", "swapaxes", "movedim") and (node.func.attr.value != "permute" or len(node.args) > 1)
+        name = node.func.attr.value
+        dims = [_int_literal(a.value) for a in node.args]
+        if name in ("transpose", "swapaxes", "movedim"):
+            if len(dims) != 2 or dims[0] is None or dims[1] is None:
+                return False
+            return (dims[0] < 0) == (dims[1] < 0) and dims[0] != dims[1]
+        if name == "permute":
+            known = [d for d in dims if d is not None and d >= 0]
+            return len(dims) > 1 and len(known) == len(dims) and known != sorted(known)
+        return name in ("t", "mT")
     return isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")
+
+
+def _int_literal(node: cst.BaseExpression) -> int | None:
+    """The value of `1` or `-1`; None for anything else."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _int_literal(node.expression)
+        return -inner if inner is not None else None
+    return int(node.value) if isinstance(node, cst.Integer) and node.value.isdigit() else None

@@ -294,7 +294,8 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
     parameter belongs to the caller's own caller, who may read it again. Each call also
     says whether it runs with autograd off (`off`: the function's decorator, or a
     `with torch.no_grad():` around it) and which function makes it (`in`: its name and
-    kind, "function", "method" or "module")."""
+    kind, "function", "method" or "module"); `through`: the caller's parameters it passes on
+    and does not read again itself."""
     spans = [] if off else _grad_off_spans(nodes)
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
@@ -341,12 +342,16 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         passed = {n for n in (*positional, *keywords.values()) if n}
         # A parameter is the caller's own caller's tensor, unless the body bound it anew first.
         theirs = {n for n in passed & params if not any(at < line and n in names for at, names in stores.items())}
-        kept = sorted(n for n in passed if n in theirs or (n not in rebound and read_after(n)))
+        again = {n for n in passed if n not in rebound and read_after(n)}
+        kept = sorted(theirs | again)
+        # The caller's own parameters it hands on and never reads again: whether they are
+        # read again is its callers' to say (a wrapper `def _forward(self, x): return self._f(x)`).
+        through = sorted(theirs - again)
         callee = _callee(node.func)
         grad_off = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
-        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "off": grad_off, "in": list(owner), "spread": spread})
+        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "through": through, "off": grad_off, "in": list(owner), "spread": spread})
     return out
 
 

@@ -25,7 +25,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 14
+INDEX_VERSION = 15
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class RepoIndex:
     here: tuple[str, str] | None = None
     _facts: dict[str, Facts] = field(default_factory=dict)
     _imports: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+    _grad_off_files: frozenset[str] | None = None
 
     def facts(self, path: str) -> Facts | None:
         if path in self._facts:
@@ -149,13 +150,15 @@ class RepoIndex:
                         return True
         return False
 
-    def callers_drop(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None) -> bool | None:
+    def callers_drop(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None, depth: int = 2) -> bool | None:
         """Whether every call of `name` in the repository that passes a name for the
         parameter at `position` (after `self` for a method) or `keyword` never reads that
         name again: True when each does so and one of them is outside the tests, False when
         one reads it again or passes something else that may be shared (an attribute, a
         subscript), None when no call outside the tests passes it. With `accepts`, a call
-        that could not bind to that signature is another function's and is left out."""
+        that could not bind to that signature is another function's and is left out. A
+        caller that hands on its own parameter and never reads it again is asked about its
+        own callers in turn (`depth` levels): a pass-through wrapper drops what its callers drop."""
         seen = False
         for path in self._paths(f"{name}("):
             for call in (self.facts(path) or {}).get("calls", []):
@@ -167,12 +170,42 @@ class RepoIndex:
                     passed = call["pos"][position]
                 else:
                     continue  # not passed here (a default, or `*args`)
-                if passed is None or passed in call["kept"]:
+                if passed is not None and passed in call.get("through", ()) and depth > 1:
+                    if self._wrapper_callers_drop(path, call, passed, depth - 1) is not True:
+                        return False
+                elif passed is None or passed in call["kept"]:
                     return False  # something that may be shared, or a name read again
                 # A test that checks only the result says nothing of how real callers use
                 # their tensor afterwards (a library's users are not in the repository).
                 seen = seen or not is_test_path(path)
         return True if seen else None
+
+    def _wrapper_callers_drop(self, path: str, call: Facts, param: str, depth: int) -> bool | None:
+        """`callers_drop` for the function that made `call` in `path`, about its parameter
+        `param` that it passed on; every definition of that name in the file must take
+        `param` at the same place."""
+        caller, kind = call.get("in", ("", "module"))
+        facts = self.facts(path) or {}
+        defs = [facts.get("functions", {}).get(caller)] if kind == "function" else [c["methods"].get(caller) for c in facts.get("classes", {}).values()]
+        places = {tuple(fn["params"][1 if kind == "method" else 0 :]).index(param) for fn in defs if fn is not None and param in fn["params"][1 if kind == "method" else 0 :]}
+        if kind == "module" or len(places) != 1:
+            return None
+        return self.callers_drop(caller, places.pop(), param, None, depth)
+
+    def instance_names(self, cls: str) -> frozenset[str]:
+        """The names the repository binds instances of the class `cls` to, where it builds
+        them (`chooser = Chooser(...)`, `self.chooser = Chooser.from_pb(...)`, a keyword
+        argument `chooser=Chooser(...)`): a call of the instance, `batch.chooser(...)`, is a
+        call of `cls.__call__`. An instance reached another way (a list, a factory) is not
+        seen, so the answer is only as complete as these bindings."""
+        binding = re.compile(rf"(?<![\w.])(?:self\.)?(\w+)\s*(?::[^=\n]+)?=\s*{re.escape(cls)}(?:\.from_\w+)?\(")
+        return frozenset(m.group(1) for path in self._paths(f"{cls}") for m in binding.finditer(self._text(path) or ""))
+
+    def instance_callers_drop(self, cls: str, position: int | None, keyword: str | None, accepts: Signature | None = None) -> bool | None:
+        """`callers_drop` for `cls.__call__`: over the calls of every name an instance of
+        `cls` is bound to (`instance_names`); False as soon as one of them reads again."""
+        answers = [self.callers_drop(name, position, keyword, accepts) for name in sorted(self.instance_names(cls))]
+        return False if False in answers else (True if True in answers else None)
 
     def _functions(self, name: str) -> Iterator[Facts]:
         """Every module-level definition of the function `name` in the repository."""
@@ -276,6 +309,22 @@ class RepoIndex:
                 return not _names_file(match.group(1), path, origin, defines)
         return False
 
+    def grad_off_at_import(self, path: str) -> bool:
+        """Whether importing the file `path` turns autograd off for the whole process: a
+        statement at module level, `torch.set_grad_enabled(False)`, in the file itself or in
+        the `__init__` of a package that holds it (an inference server's `models/__init__.py`).
+        Python runs every enclosing package's `__init__` before the module, so whatever the
+        file defines runs with autograd off unless something turns it back on."""
+        folder = posixpath.dirname(path)
+        candidates = [path]
+        while folder:
+            candidates.append(f"{folder}/__init__.py")
+            folder = posixpath.dirname(folder)
+        if self._grad_off_files is None:
+            # One `git grep` per review; then only the files that name it are read.
+            self._grad_off_files = frozenset(p for p in self._paths("set_grad_enabled") if _GRAD_OFF_AT_IMPORT.search(self._text(p) or ""))
+        return any(c in self._grad_off_files for c in candidates)
+
     def only_referenced(self, name: str) -> bool:
         """Whether the private method `name` is never called by name outside the tests, but is
         taken as a value there (`{Linear: self._init_linear}`, `hooks.append(self._hook)`):
@@ -305,6 +354,8 @@ class RepoIndex:
         return _all_grad_off(defs())
 
 
+# Column 0 is module level: a call inside a function or a block is indented.
+_GRAD_OFF_AT_IMPORT = re.compile(r"^(?:torch\.)?(?:_C\._)?set_grad_enabled\(\s*(?:mode\s*=\s*)?False\s*\)", re.MULTILINE)
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n#]+))", re.MULTILINE)
 
 

@@ -220,11 +220,15 @@ def _fixture_name(fn: cst.FunctionDef) -> str | None:
 
 def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
     """Every call of this function in the repository, outside the tests, runs with autograd
-    off (the index follows callers a few calls up): nothing it computes is attached to a
-    graph when the repository runs it. Asked only when a rule is about to report, since it
+    off (the index follows callers a few calls up), or the file's package turns autograd off
+    when imported: nothing it computes is attached to a graph when the repository runs it. Asked only when a rule is about to report, since it
     reads the files that call the function."""
     scope = flow.scope
-    if scope is None or scope.kind == "class" or flow.index is None:
+    if flow.index is None:
+        return False
+    if flow.file.once("grad off at import", lambda: flow.index.grad_off_at_import(flow.file.path)):
+        return True  # the file's package turns autograd off for the process when imported
+    if scope is None or scope.kind == "class":
         return False
     key = ("called_grad_off", scope.qualname)
     return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind, origin=flow.file.path)))

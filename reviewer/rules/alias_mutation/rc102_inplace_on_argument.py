@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import libcst as cst
@@ -437,7 +438,10 @@ def _callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
     scope = flow.scope
     if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
-    return flow.index.callers_drop(scope.name, position_of(scope, arg), arg, _signature(scope.node, scope.kind == "method")) is True
+    # An instance's calls (`batch.chooser(logits)`) are its class's `__call__`'s.
+    cls = scope.class_node.name.value if scope.name == "__call__" and scope.class_node is not None else None
+    ask = functools.partial(flow.index.instance_callers_drop, cls) if cls else functools.partial(flow.index.callers_drop, scope.name)
+    return ask(position_of(scope, arg), arg, _signature(scope.node, scope.kind == "method")) is True
 
 
 def _signature(fn: cst.FunctionDef, method: bool) -> Signature:
