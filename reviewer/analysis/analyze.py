@@ -50,10 +50,13 @@ class FileAnalysis:
         # Evaluating a constant asks for none: the cache holds an empty table meanwhile.
         self._constants = {}
         evaluator = Interpreter(self, None, recording=False)
+        # Each value's own statement: a line found without position metadata for the file.
+        statements = {small.value: stmt for stmt in self.file.module.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body if isinstance(small, cst.Assign)}
         constants: State = {}
         for name, bound in self.file.module_assignments().items():
             if len(bound) != 1:
                 continue
+            evaluator.current = evaluator.current_line = statements.get(bound[0])
             value = evaluator.ev(bound[0])
             if value.kind in (Kind.DEVICE, Kind.SCALAR) or (value.kind is Kind.OTHER and value.dtype is not None):
                 constants[name] = value

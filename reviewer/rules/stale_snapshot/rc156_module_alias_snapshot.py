@@ -79,6 +79,20 @@ class ModuleAliasSnapshot(Rule):
         Valid(
             """
             from torch import nn
+            class Translator(nn.Module):
+                def embeddings(self):
+                    source_embedding = nn.Embedding(self.vocab, self.dim)
+                    if self.share_embeddings:
+                        target_embedding = source_embedding
+                    else:
+                        target_embedding = nn.Embedding(self.vocab, self.dim)
+                    return source_embedding, target_embedding
+            """,
+            "the other arm makes a separate module: sharing (weight tying) is the choice the code makes",
+        ),
+        Valid(
+            """
+            from torch import nn
             class Wrapper:
                 def __init__(self, model: nn.Module):
                     self.model = model
@@ -119,6 +133,8 @@ class ModuleAliasSnapshot(Rule):
                 continue
             if "." not in bind.name and _only_handed_on(flow, bind):
                 continue  # `AveragedModel(swa_module, ...)`: whether it copies is the callee's to say
+            if _chosen_over_a_new_one(flow, bind):
+                continue  # `if share: tgt = src` / `else: tgt = nn.Embedding(...)`: sharing is the choice made
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -135,3 +151,13 @@ def _only_handed_on(flow: FunctionFlow, bind: Bind) -> bool:
     arguments = {id(arg.value) for call in flow.of(Call) for arg in call.call.args}
     uses = [u for u in flow.after(bind) if isinstance(u, Use) and u.name == bind.name]
     return bool(uses) and all(id(u.node) in arguments for u in uses)
+
+
+def _chosen_over_a_new_one(flow: FunctionFlow, bind: Bind) -> bool:
+    """Another arm of the same `if` binds the name to a module it makes (`nn.Embedding(...)`,
+    `copy.deepcopy(src)`): the code decides between sharing and a separate module (weight
+    tying, a target network turned off), so the alias is meant."""
+    return any(
+        other.name == bind.name and isinstance(other.expr, cst.Call) and other.value.kind is Kind.MODULE and other.exclusive_with(bind)
+        for other in flow.of(Bind)
+    )
