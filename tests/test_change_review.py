@@ -758,3 +758,35 @@ def test_a_wrapper_that_hands_its_parameter_on_drops_what_its_callers_drop(repo:
     repo.write("flow.py", FLOW.replace("return self._elementwise_forward(inputs, params)", "out = self._elementwise_forward(inputs, params)\n        return out, params.norm()"))
     repo.commit("the flow reports its parameters' norm")
     assert _whole_file(repo, tmp_path, "spline.py") == [("RC102", 8)]
+
+
+WINDOW = """
+import torch
+
+
+def hann2d_clipped(sz: torch.Tensor, effective_sz: torch.Tensor) -> torch.Tensor:
+    effective_sz += (effective_sz - sz) % 2
+    return torch.ones(int(effective_sz[0]), int(effective_sz[1]))
+"""
+
+TRACKER = """
+from window import hann2d_clipped
+
+
+class Tracker:
+    def initialize(self, output_sz, area, scale):
+        self.window = hann2d_clipped(output_sz.long(), (output_sz * area / scale).long())
+"""
+
+
+def test_a_method_of_a_new_value_passed_elsewhere_is_no_one_elses(repo: Repo, tmp_path: Path) -> None:
+    # pytracking's `hann2d_clipped` evens out the size it is handed in place; its callers
+    # hand it `(sz * area / scale).long()`, a conversion of a new product that no one else
+    # holds. A caller that passes its own size and reads it again brings the finding back.
+    repo.write("window.py", WINDOW)
+    repo.write("tracker.py", TRACKER)
+    repo.commit("a clipped window")
+    assert _whole_file(repo, tmp_path, "window.py") == []
+    repo.write("search.py", "from window import hann2d_clipped\n\n\ndef search(sz, effective):\n    window = hann2d_clipped(sz, effective)\n    return window, effective\n")
+    repo.commit("a caller that reads its size again")
+    assert _whole_file(repo, tmp_path, "window.py") == [("RC102", 5)]

@@ -194,3 +194,32 @@ def channels_last(input: torch.Tensor):
     swapped = either.replace("transpose(1, -1)", "transpose(1, 2)")
     assert [f.line for f in _findings(CloneOfTemporary, swapped)] == [4]
     assert [f.line for f in _findings(CloneOfTemporary, either.replace("transpose(1, -1)", "permute(0, 2, 1)"))] == [4]
+
+
+def test_a_handler_that_raises_leaves_the_try_body_state_alone() -> None:
+    """deep-person-reid's activation maps: the model output is on a GPU exactly when
+    `use_gpu` holds, and moved back under the same flag before `.numpy()`. The `try:` around
+    the model call has a handler that only re-raises, so nothing of it reaches the code
+    after; a handler that goes on does."""
+    from review_copies.rules.numpy_bridge.rc321_numpy_on_grad_or_gpu_tensor import NumpyOnGradOrGpuTensor
+
+    source = """
+import torch
+
+@torch.no_grad()
+def maps(model, loader, use_gpu):
+    for imgs in loader:
+        if use_gpu:
+            imgs = imgs.cuda()
+        try:
+            outputs = model(imgs, return_featuremaps=True)
+        except TypeError:
+            raise TypeError("forward() needs return_featuremaps")
+        if use_gpu:
+            outputs = outputs.cpu()
+        for j in range(outputs.size(0)):
+            yield outputs[j, ...].numpy()
+"""
+    assert _findings(NumpyOnGradOrGpuTensor, source) == []
+    goes_on = source.replace('raise TypeError("forward() needs return_featuremaps")', 'outputs = torch.zeros(1, 8, 8, device="cuda")')
+    assert [f.line for f in _findings(NumpyOnGradOrGpuTensor, goes_on)] == [16]

@@ -149,7 +149,8 @@ class Interpreter(Assignments):
             if handler.type is not None:
                 self.ev(handler.type)
             self.block(handler.body.body)
-            after = join_states(after, self.state)
+            if not _exits(handler.body.body):
+                after = join_states(after, self.state)  # a handler that raises or returns flows nowhere after
         self.state = after
         if stmt.orelse is not None:
             self.block(stmt.orelse.body.body)

@@ -270,12 +270,17 @@ def _grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
 
 
 def _passed(arg: ast.expr) -> str | None:
-    """What a call passes: a name; "" for a new value of arithmetic (`x * 2`), which no one
-    else holds; None for anything that may be shared (an attribute, an item, a call that
+    """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, and what a
+    method or an index makes of one), which no one else holds; None for anything that may be shared (an attribute, an item, a call that
     may return a view)."""
     if isinstance(arg, ast.Name):
         return arg.id
-    return "" if isinstance(arg, (ast.BinOp, ast.UnaryOp)) else None
+    if isinstance(arg, (ast.BinOp, ast.UnaryOp)):
+        return ""
+    # A method or an index of a new value (`(sz * scale).long()`, `(a + b)[0]`) is that value
+    # or a part of it, or a copy: no one else holds it either.
+    inner = arg.func.value if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) else arg.value if isinstance(arg, ast.Subscript) else None
+    return "" if inner is not None and _passed(inner) == "" else None
 
 
 def _span(body: list[ast.stmt]) -> tuple[int, int]:
