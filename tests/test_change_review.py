@@ -790,3 +790,65 @@ def test_a_method_of_a_new_value_passed_elsewhere_is_no_one_elses(repo: Repo, tm
     repo.write("search.py", "from window import hann2d_clipped\n\n\ndef search(sz, effective):\n    window = hann2d_clipped(sz, effective)\n    return window, effective\n")
     repo.commit("a caller that reads its size again")
     assert _whole_file(repo, tmp_path, "window.py") == [("RC102", 5)]
+
+
+AVERAGER = """
+class Averager:
+    def __init__(self):
+        self.n_count, self.sum = 0, 0
+
+    def add(self, v):
+        count = v.data.numel()
+        v = v.data.sum()
+        self.n_count += count
+        self.sum += v
+"""
+
+
+def test_an_accumulator_that_rebinds_its_argument_through_data_keeps_no_graph(repo: Repo, tmp_path: Path) -> None:
+    # EasyOCR's `Averager.add`: `v = v.data.sum()` before `self.sum += v` keeps a value
+    # without a graph, so `loss_avg.add(cost)` keeps no step's graph. Accumulating `v` itself
+    # keeps them all.
+    repo.write("utils/__init__.py", "")
+    repo.write("utils/meters.py", AVERAGER)
+    repo.write("train.py", TRAIN.replace("AverageMeter", "Averager").replace("losses.update(loss, x.size(0))", "losses.add(loss)"))
+    repo.commit("an averager over .data")
+    assert _whole_file(repo, tmp_path, "train.py") == []
+    repo.write("utils/meters.py", AVERAGER.replace("v = v.data.sum()", "total = v.data.sum()"))
+    repo.commit("the averager keeps the argument itself")
+    assert _whole_file(repo, tmp_path, "train.py") == [("RC254", 12)]
+
+
+HEATMAP = """
+import torch
+
+
+def _sigmoid(x):
+    y = torch.clamp(x.sigmoid_(), min=1e-4, max=1 - 1e-4)
+    return y
+"""
+
+LOSS = """
+from heads import _sigmoid
+
+
+class CtdetLoss:
+    def forward(self, outputs, batch):
+        output = outputs[-1]
+        output["hm"] = _sigmoid(output["hm"])
+        return self.crit(output["hm"], batch["hm"])
+"""
+
+
+def test_a_caller_that_puts_the_result_where_the_argument_was_drops_the_argument(repo: Repo, tmp_path: Path) -> None:
+    # CenterNet's `_sigmoid` squashes the heatmap it is handed in place; every caller stores
+    # the result back in the slot it took the heatmap from (`output["hm"] = _sigmoid(output["hm"])`),
+    # so the old tensor is read through that slot no more. A caller that keeps the slot's
+    # tensor under another slot brings the finding back.
+    repo.write("heads.py", HEATMAP)
+    repo.write("loss.py", LOSS)
+    repo.commit("a heatmap loss")
+    assert _whole_file(repo, tmp_path, "heads.py") == []
+    repo.write("debug.py", "from heads import _sigmoid\n\n\ndef show(output):\n    output['prob'] = _sigmoid(output['hm'])\n    return output\n")
+    repo.commit("a caller that keeps the logits")
+    assert _whole_file(repo, tmp_path, "heads.py") == [("RC102", 5)]

@@ -26,8 +26,8 @@ def _names(node: ast.AST) -> set[str]:
 
 def _attached_names(node: ast.AST) -> set[str]:
     """The names whose graph an expression can carry: not those seen only through a cut
-    (`y_pred.detach().cpu()`, `loss.item()`, `float(loss)`, `x.numpy()`), which keeps a
-    value and no graph."""
+    (`y_pred.detach().cpu()`, `loss.item()`, `float(loss)`, `x.numpy()`, `v.data.sum()`),
+    which keeps a value and no graph."""
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in (*_DETACHING, "numpy"):
@@ -36,6 +36,8 @@ def _attached_names(node: ast.AST) -> set[str]:
             return set()
     if isinstance(node, ast.Name):
         return {node.id}
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        return set()  # `v.data` is the tensor without its graph
     return set().union(*(_attached_names(child) for child in ast.iter_child_nodes(node)))
 
 
@@ -101,19 +103,15 @@ _DETACHING = frozenset(("item", "tolist", "detach"))
 
 
 def _dropped(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> dict[str, int]:
-    """The first line where each parameter is rebound to a number or a detached value
-    (`val = float(val)`, `val = val.item()`, `val = val.detach()`)."""
+    """The first line where each parameter is rebound to a number or a detached value made
+    from itself alone (`val = float(val)`, `val = val.item()`, `val = val.detach()`,
+    `v = v.data.sum()`)."""
     lines: dict[str, int] = {}
     for node in ast.walk(fn):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         name, value = node.targets[0].id, node.value
-        if name not in params or not isinstance(value, ast.Call):
-            continue
-        func = value.func
-        converts = isinstance(func, ast.Name) and func.id in _TO_NUMBER and len(value.args) == 1 and _names(value.args[0]) == {name}
-        detaches = isinstance(func, ast.Attribute) and func.attr in _DETACHING and _names(func.value) == {name}
-        if converts or detaches:
+        if name in params and isinstance(value, ast.Call) and _names(value) & params == {name} and not _attached_names(value):
             lines[name] = min(lines.get(name, node.lineno), node.lineno)
     return lines
 
@@ -307,6 +305,7 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
     loops: list[tuple[int, int]] = []
     arms: list[tuple[tuple[int, int], tuple[int, int]]] = []  # each if/else's two arms, as line spans
     calls: list[ast.Call] = []
+    replaced: dict[int, str] = {}  # a call that is the value of `target = call`: the target's code
     for node in (n for top in nodes for n in ast.walk(top)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node.lineno)
@@ -319,10 +318,19 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             stores.setdefault(node.lineno, set()).update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
+                replaced[id(node.value)] = ast.unparse(node.targets[0])
     out: list[Facts] = []
     for node in calls:
-        positional = [_passed(a) for a in node.args if not isinstance(a, ast.Starred)]
-        keywords = {k.arg: _passed(k.value) for k in node.keywords if k.arg}
+        # `out["hm"] = f(out["hm"])`: the result takes the place of what was passed, which no
+        # one reads again through that place.
+        into = replaced.get(id(node))
+
+        def passed_here(arg: ast.expr, into: str | None = into) -> str | None:
+            return "" if into is not None and isinstance(arg, (ast.Subscript, ast.Attribute)) and ast.unparse(arg) == into else _passed(arg)
+
+        positional = [passed_here(a) for a in node.args if not isinstance(a, ast.Starred)]
+        keywords = {k.arg: passed_here(k.value) for k in node.keywords if k.arg}
         line, end = node.lineno, node.end_lineno or node.lineno
         around = [(s, e) for s, e in loops if s <= line <= e]
         rebound = stores.get(line, set())

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import FunctionFlow
+from review_copies.analysis import roots
+from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.intent import declares_mutation, is_mutating_function, registered_op, state_like
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
@@ -64,6 +65,21 @@ class ChangeWritesArgument(Rule):
     follows_change = True
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def downsample(coords: torch.Tensor, stride: torch.Tensor):
+                coords = coords.clone()
+                coords[:, :3] = coords[:, :3] // stride * stride
+                return torch.unique(coords, dim=0)
+            """,
+            "the write goes into the copy the function made first (torchsparse's `spdownsample`)",
+            before="""
+            import torch
+            def downsample(coords: torch.Tensor, stride: torch.Tensor):
+                return torch.unique(coords // stride * stride, dim=0)
+            """,
+        ),
         Valid(
             """
             import torch
@@ -227,4 +243,15 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
 
     assert flow.scope is not None
     flow.scope.node.visit(Find())
-    yield from sorted(out, key=lambda pair: flow.file.line_of(pair[0]))
+    # What the interpreter saw written at each statement: `coords = coords.clone()` before
+    # `coords[:, :3] = ...` writes into the copy, not into the caller's tensor.
+    seen: dict[int, list[Write]] = {}
+    for write in flow.of(Write):
+        seen.setdefault(id(write.stmt), []).append(write)
+
+    def into_argument(node: cst.CSTNode, param: str) -> bool:
+        """Unless every write there surely lands in memory the function made itself."""
+        writes = seen.get(id(node))
+        return writes is None or not all(roots.allocated_here(w.target.roots) for w in writes)
+
+    yield from sorted(((node, param) for node, param in out if into_argument(node, param)), key=lambda pair: flow.file.line_of(pair[0]))
