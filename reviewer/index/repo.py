@@ -185,10 +185,13 @@ class RepoIndex:
         `param` that it passed on; every definition of that name in the file must take
         `param` at the same place."""
         caller, kind = call.get("in", ("", "module"))
+        if kind == "module":
+            return None
         facts = self.facts(path) or {}
         defs = [facts.get("functions", {}).get(caller)] if kind == "function" else [c["methods"].get(caller) for c in facts.get("classes", {}).values()]
-        places = {tuple(fn["params"][1 if kind == "method" else 0 :]).index(param) for fn in defs if fn is not None and param in fn["params"][1 if kind == "method" else 0 :]}
-        if kind == "module" or len(places) != 1:
+        after_self = 1 if kind == "method" else 0
+        places = {fn["params"][after_self:].index(param) for fn in defs if fn is not None and param in fn["params"][after_self:]}
+        if len(places) != 1:
             return None
         return self.callers_drop(caller, places.pop(), param, None, depth)
 
