@@ -267,10 +267,14 @@ def _grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
     return spans
 
 
-def _passed(arg: ast.expr) -> str | None:
+def _passed(arg: ast.expr, into: str | None = None) -> str | None:
     """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, and what a
-    method or an index makes of one), which no one else holds; None for anything that may be shared (an attribute, an item, a call that
-    may return a view)."""
+    method or an index makes of one), which no one else holds, or for the place the call's
+    result is stored into (`into`, the code of `out["hm"]` in `out["hm"] = f(out["hm"])`),
+    which no one reads the old value through again; None for anything that may be shared
+    (an attribute, an item, a call that may return a view)."""
+    if into is not None and isinstance(arg, (ast.Subscript, ast.Attribute)) and ast.unparse(arg) == into:
+        return ""
     if isinstance(arg, ast.Name):
         return arg.id
     if isinstance(arg, (ast.BinOp, ast.UnaryOp)):
@@ -322,15 +326,9 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
                 replaced[id(node.value)] = ast.unparse(node.targets[0])
     out: list[Facts] = []
     for node in calls:
-        # `out["hm"] = f(out["hm"])`: the result takes the place of what was passed, which no
-        # one reads again through that place.
         into = replaced.get(id(node))
-
-        def passed_here(arg: ast.expr, into: str | None = into) -> str | None:
-            return "" if into is not None and isinstance(arg, (ast.Subscript, ast.Attribute)) and ast.unparse(arg) == into else _passed(arg)
-
-        positional = [passed_here(a) for a in node.args if not isinstance(a, ast.Starred)]
-        keywords = {k.arg: passed_here(k.value) for k in node.keywords if k.arg}
+        positional = [_passed(a, into) for a in node.args if not isinstance(a, ast.Starred)]
+        keywords = {k.arg: _passed(k.value, into) for k in node.keywords if k.arg}
         line, end = node.lineno, node.end_lineno or node.lineno
         around = [(s, e) for s, e in loops if s <= line <= e]
         rebound = stores.get(line, set())

@@ -221,8 +221,9 @@ def _fixture_name(fn: cst.FunctionDef) -> str | None:
 def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
     """Every call of this function in the repository, outside the tests, runs with autograd
     off (the index follows callers a few calls up), or the file's package turns autograd off
-    when imported: nothing it computes is attached to a graph when the repository runs it. Asked only when a rule is about to report, since it
-    reads the files that call the function."""
+    when imported: nothing it computes is attached to a graph when the repository runs it.
+    Asked only when a rule is about to report, since it reads the files that call the
+    function."""
     scope = flow.scope
     if flow.index is None:
         return False

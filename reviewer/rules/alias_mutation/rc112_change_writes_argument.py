@@ -249,9 +249,9 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
     for write in flow.of(Write):
         seen.setdefault(id(write.stmt), []).append(write)
 
-    def into_argument(node: cst.CSTNode, param: str) -> bool:
-        """Unless every write there surely lands in memory the function made itself."""
+    def into_copy(node: cst.CSTNode) -> bool:
+        """Every write there surely lands in memory the function made itself."""
         writes = seen.get(id(node))
-        return writes is None or not all(roots.allocated_here(w.target.roots) for w in writes)
+        return writes is not None and all(roots.allocated_here(w.target.roots) for w in writes)
 
-    yield from sorted(((node, param) for node, param in out if into_argument(node, param)), key=lambda pair: flow.file.line_of(pair[0]))
+    yield from sorted(((node, param) for node, param in out if not into_copy(node)), key=lambda pair: flow.file.line_of(pair[0]))
