@@ -353,6 +353,49 @@ def test_the_receivers_declared_class_decides_which_method_runs(repo: Repo, tmp_
     assert _whole_file(repo, tmp_path, "rollout.py") == [("RC321", 13)]
 
 
+
+WAV2VEC = """
+import torch
+from torch import nn
+
+
+class Wav2Vec2Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def get_logits(self, net_output):
+        return self.proj(net_output["x"]).flatten(0, 1)
+
+    def get_targets(self, sample, net_output):
+        x = net_output["x"]
+        return x.new_zeros(x.size(0) * x.size(1), dtype=torch.long)
+"""
+
+CRITERION = """
+import torch
+import torch.nn.functional as F
+
+
+def log_targets(model, sample):
+    net_output = model(**sample["net_input"])
+    target = model.get_targets(sample, net_output)
+    return {"target": target.cpu().numpy()}
+"""
+
+
+def test_numpy_on_what_a_method_elsewhere_builds_without_a_graph_is_not_reported(repo: Repo, tmp_path: Path) -> None:
+    # wav2vec's `get_targets` returns `x.new_zeros(..., dtype=torch.long)`: an integer tensor
+    # cannot require grad, whatever calling a method of a model suggests. Logging the logits
+    # the same way still raises.
+    repo.write("model.py", WAV2VEC)
+    repo.write("criterion.py", CRITERION)
+    repo.commit("a model and its criterion")
+    assert _whole_file(repo, tmp_path, "criterion.py") == []
+    repo.write("criterion.py", CRITERION.replace("target = model.get_targets(sample, net_output)", "target = model.get_logits(net_output)"))
+    repo.commit("the criterion logs the logits")
+    assert _whole_file(repo, tmp_path, "criterion.py") == [("RC321", 8)]
+
 def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tmp_path: Path) -> None:
     # Only a test calls the helper, and it checks the result alone: a library's users are not
     # in the repository, so the write into their tensor is still reported.
@@ -791,6 +834,175 @@ def test_a_method_of_a_new_value_passed_elsewhere_is_no_one_elses(repo: Repo, tm
     repo.commit("a caller that reads its size again")
     assert _whole_file(repo, tmp_path, "window.py") == [("RC102", 5)]
 
+
+
+BEAM_STEP = """
+import torch
+
+
+class BeamSearch:
+    def step(self, step, lprobs, scores):
+        bsz, beam_size, vocab_size = lprobs.size()
+        lprobs.add_(scores[:, :, step - 1].unsqueeze(-1))
+        top = torch.topk(lprobs.view(bsz, -1), k=2 * beam_size)
+        return top.values, top.indices
+"""
+
+STEP_CALLER = """
+import torch
+
+
+class SequenceGenerator:
+    def generate(self, model, tokens, bsz, beam_size):
+        scores = torch.zeros(bsz, beam_size, 10)
+        for step in range(10):
+            lprobs = model(tokens).log_softmax(-1)
+            lprobs[:, 0] = -1e9
+            cand_scores, cand_indices = self.search.step(step, lprobs.view(bsz, beam_size, -1), scores)
+            scores[:, :, step] = cand_scores[:, :beam_size]
+        return scores
+"""
+
+
+def test_a_view_of_a_name_the_caller_never_reads_again_is_dropped_with_it(repo: Repo, tmp_path: Path) -> None:
+    # fairseq's beam search adds the running scores into the log-probabilities it is handed;
+    # its one caller passes `lprobs.view(...)`, a view of a name it rebinds before reading it
+    # again: the write is invisible. A caller that reads `lprobs` after the step sees it.
+    repo.write("search.py", BEAM_STEP)
+    repo.write("generator.py", STEP_CALLER)
+    repo.commit("a beam search")
+    assert _whole_file(repo, tmp_path, "search.py") == []
+    repo.write("generator.py", STEP_CALLER.replace("        return scores", "        return scores, lprobs.max()"))
+    repo.commit("the generator reports the last step's best log-probability")
+    assert _whole_file(repo, tmp_path, "search.py") == [("RC102", 7)]
+
+
+INSERTIONS = """
+import torch
+
+
+def _apply_ins_masks(in_tokens, mask_ins_pred, padding_idx, eos_idx):
+    in_masks = in_tokens.ne(padding_idx)
+    in_tokens.masked_fill_(~in_masks, eos_idx)
+    out_lengths = in_masks.sum(1) + mask_ins_pred.sum(1)
+    out_tokens = in_tokens.new_full((in_tokens.size(0), int(out_lengths.max())), padding_idx)
+    out_tokens[:, : in_tokens.size(1)] = in_tokens
+    return out_tokens, out_lengths
+"""
+
+DECODER = """
+from insertions import _apply_ins_masks
+
+
+def forward_decoder(output_tokens, mask_ins_pred, pad, eos, max_lens):
+    can_ins_mask = output_tokens.ne(pad).sum(1) < max_lens
+    tokens, lengths = _apply_ins_masks(output_tokens[can_ins_mask], mask_ins_pred, pad, eos)
+    output_tokens[can_ins_mask] = tokens[:, : output_tokens.size(1)]
+    return output_tokens, lengths
+"""
+
+
+def test_an_index_by_a_boolean_mask_passes_a_copy(repo: Repo, tmp_path: Path) -> None:
+    # fairseq's Levenshtein decoder hands `_apply_ins_masks` the rows a comparison selected,
+    # `output_tokens[can_ins_mask]`: indexing by a boolean tensor copies, so the helper's
+    # write lands in a copy, though the caller reads `output_tokens` again. An index by a
+    # name that is not a mask (a row number) is a view, and brings the finding back.
+    repo.write("insertions.py", INSERTIONS)
+    repo.write("decoder.py", DECODER)
+    repo.commit("insertions")
+    assert _whole_file(repo, tmp_path, "insertions.py") == []
+    repo.write("decoder.py", DECODER.replace("can_ins_mask = output_tokens.ne(pad).sum(1) < max_lens", "can_ins_mask = int(max_lens) - 1"))
+    repo.commit("the decoder inserts into one row")
+    assert _whole_file(repo, tmp_path, "insertions.py") == [("RC102", 6)]
+
+
+POOL = """
+import torch
+
+
+def pool(last_hidden, attention_mask):
+    attention_mask *= attention_mask.cumsum(dim=1)
+    weighted = last_hidden * attention_mask.unsqueeze(-1).float()
+    return weighted.sum(1) / attention_mask.sum(1, keepdim=True).float()
+"""
+
+ENCODE = """
+from pool import pool
+
+
+def encode(encoder, tokenizer, texts):
+    embeddings = []
+    for chunk in texts:
+        batch_dict = tokenizer(chunk, return_tensors="pt")
+        outputs = encoder(**batch_dict)
+        embeddings.append(pool(outputs.last_hidden_state, batch_dict["attention_mask"]))
+    return embeddings
+"""
+
+
+def test_an_item_of_a_name_the_caller_never_reads_again_is_dropped_with_it(repo: Repo, tmp_path: Path) -> None:
+    # E5's position-weighted pooling turns the attention mask it is handed into positions, in
+    # place; its caller passes `batch_dict["attention_mask"]` from a batch it rebinds on the
+    # next pass without reading it again. A caller that counts tokens from the batch's mask
+    # afterwards would count positions: the finding comes back.
+    repo.write("pool.py", POOL)
+    repo.write("encode.py", ENCODE)
+    repo.commit("pooling")
+    assert _whole_file(repo, tmp_path, "pool.py") == []
+    repo.write("encode.py", ENCODE.replace("    return embeddings", "        print(batch_dict['attention_mask'].sum())\n    return embeddings"))
+    repo.commit("the encoder logs how many tokens each batch had")
+    assert _whole_file(repo, tmp_path, "pool.py") == [("RC102", 5)]
+
+
+
+ENCODE_LOADER = """
+import tqdm
+from torch.utils.data import DataLoader
+from pool import pool
+
+
+def encode(encoder, dataset, collate, texts):
+    loader = DataLoader(dataset, batch_size=64, collate_fn=collate)
+    embeddings = []
+    for batch_dict in tqdm.tqdm(loader, disable=len(texts) < 128):
+        batch_dict = {k: v.cuda() for k, v in batch_dict.items()}
+        outputs = encoder(**batch_dict)
+        embeddings.append(pool(outputs.last_hidden_state, batch_dict["attention_mask"]))
+    return embeddings
+"""
+
+
+def test_a_loop_target_is_bound_anew_at_each_pass(repo: Repo, tmp_path: Path) -> None:
+    # The E5 evaluation loop as it was when the in-place pooling came in: the batch is the
+    # loop's target, and the next pass's `batch_dict` is the next batch, not the one whose
+    # mask `pool` wrote. Items of a list the caller was handed (which it, or its own caller,
+    # may read again) are another matter: the finding stays.
+    repo.write("pool.py", POOL)
+    repo.write("encode.py", ENCODE_LOADER)
+    repo.commit("pooling over a data loader")
+    assert _whole_file(repo, tmp_path, "pool.py") == []
+    repo.write("encode.py", ENCODE_LOADER.replace("tqdm.tqdm(loader, disable=len(texts) < 128)", "batches").replace("dataset, collate, texts", "batches"))
+    repo.commit("pooling over the batches the caller hands in")
+    assert _whole_file(repo, tmp_path, "pool.py") == [("RC102", 5)]
+
+def test_a_change_that_makes_a_helper_write_its_argument_is_quiet_when_no_caller_reads_it_again(repo: Repo, tmp_path: Path) -> None:
+    # The pull request that added E5's position-weighted pooling (`attention_mask *= ...`):
+    # the base version did not write the mask, but the one caller hands over a batch's mask
+    # and never reads that batch again, so no caller sees the change. A caller that counts
+    # tokens from the mask afterwards is told.
+    repo.write("pool.py", POOL.replace("attention_mask *= attention_mask.cumsum(dim=1)", "attention_mask = attention_mask * attention_mask.cumsum(dim=1)"))
+    repo.write("encode.py", ENCODE)
+    repo.commit("pooling")
+    repo.write("pool.py", POOL)
+    repo.commit("position-weighted pooling, in place")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert result.json["findings"] == []
+    repo.write("encode.py", ENCODE.replace("    return embeddings", "        print(batch_dict['attention_mask'].sum())\n    return embeddings"))
+    repo.commit("the encoder logs how many tokens each batch had")
+    result = run_cli("--repo", str(repo.path), "--base", "HEAD~2", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert [(f["path"], f["line"]) for f in result.json["findings"]] == [("pool.py", 5)]
+    assert "This change makes `pool` write into its argument `attention_mask`" in result.json["findings"][0]["message"]
 
 AVERAGER = """
 class Averager:

@@ -93,8 +93,59 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             returns.add(node.value.id)
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
-        **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn),
+        **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn), "no_graph": _returns_no_graph(fn),
     }
+
+
+# Methods and functions whose result can carry no graph: new tensors that do not require
+# grad, integer or boolean results, cuts, numbers.
+_NO_GRAPH_METHODS = frozenset(
+    "new_zeros new_ones new_full new_empty new_tensor detach argmax argmin argsort nonzero long int bool byte short char "
+    "numel item tolist numpy eq ne lt gt le ge isnan isinf isfinite".split()
+)
+_NO_GRAPH_FUNCTIONS = frozenset(
+    "zeros ones full empty arange randint randperm zeros_like ones_like full_like empty_like rand randn rand_like randn_like eye tensor".split()
+)
+_INTEGER_DTYPES = frozenset("long int64 int int32 int16 short int8 uint8 bool".split())
+
+
+def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0) -> bool:
+    """Whether an expression's value can carry no autograd graph, by its form alone."""
+    if isinstance(value, (ast.Constant, ast.Compare)):
+        return True
+    if isinstance(value, ast.Name):
+        exprs = binds.get(value.id)
+        return bool(exprs) and depth < 3 and all(_no_graph(e, binds, depth + 1) for e in exprs)
+    if not isinstance(value, ast.Call):
+        return False
+    for k in value.keywords:
+        if k.arg == "dtype" and isinstance(k.value, ast.Attribute) and k.value.attr in _INTEGER_DTYPES:
+            return True  # an integer or boolean tensor cannot require grad
+    func = value.func
+    if isinstance(func, ast.Attribute):
+        if _dotted(func.value) in ("torch", "th"):
+            return func.attr in _NO_GRAPH_FUNCTIONS
+        return func.attr in _NO_GRAPH_METHODS
+    return False
+
+
+def _returns_no_graph(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every `return` of the function gives a value that can carry no graph
+    (`return x.new_zeros(n, dtype=torch.long)`, a name bound only so), and there is one."""
+    binds: dict[str, list[ast.expr]] = {}
+    returns: list[ast.expr] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            binds.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+            for n in ast.walk(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.targets[0] is n):
+                    binds.setdefault(n.id, []).append(ast.Name(id="?"))  # bound another way: not known
+        elif isinstance(node, ast.Return) and node.value is not None:
+            returns.append(node.value)
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return False
+    return bool(returns) and all(_no_graph(r, binds) for r in returns)
 
 
 # Conversions whose result holds no graph and shares no memory with the tensor converted.
@@ -267,22 +318,75 @@ def _grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
     return spans
 
 
-def _passed(arg: ast.expr, into: str | None = None) -> str | None:
+def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = frozenset()) -> str | None:
     """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, and what a
     method or an index makes of one), which no one else holds, or for the place the call's
     result is stored into (`into`, the code of `out["hm"]` in `out["hm"] = f(out["hm"])`),
     which no one reads the old value through again; None for anything that may be shared
-    (an attribute, an item, a call that may return a view)."""
+    (an attribute, a call that may return a view of something else). A view, a conversion
+    or an item of a name (`lprobs.view(b, -1)`, `x.float()`, `batch["mask"]`) is that name's
+    memory: whether the caller reads the name again decides, so the name is what is passed;
+    an index by a boolean mask the caller made (`tokens[keep]`, `keep = lengths < n`) is a
+    copy, so a new value."""
     if into is not None and isinstance(arg, (ast.Subscript, ast.Attribute)) and ast.unparse(arg) == into:
         return ""
     if isinstance(arg, ast.Name):
         return arg.id
     if isinstance(arg, (ast.BinOp, ast.UnaryOp)):
         return ""
+    if isinstance(arg, ast.Subscript) and isinstance(arg.slice, ast.Name) and arg.slice.id in masks:
+        return ""
     # A method or an index of a new value (`(sz * scale).long()`, `(a + b)[0]`) is that value
     # or a part of it, or a copy: no one else holds it either.
     inner = arg.func.value if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) else arg.value if isinstance(arg, ast.Subscript) else None
-    return "" if inner is not None and _passed(inner) == "" else None
+    if inner is None:
+        return None
+    below = _passed(inner, None, masks)
+    if below == "":
+        return ""
+    sharing = isinstance(arg, ast.Subscript) or (isinstance(arg, ast.Call) and arg.func.attr in _SHARING_METHODS)  # type: ignore[union-attr]
+    return below if sharing and below is not None else None
+
+
+# What may hand back its receiver's memory (a view, or the receiver itself when nothing
+# needs converting): passing one shares no more than passing the receiver would.
+_SHARING_METHODS = api.VIEW_METHODS | api.MAYBE_VIEW_METHODS | api.MAYBE_SELF_METHODS | {"detach", "detach_"}
+# Methods whose result is a boolean tensor: indexing with one copies.
+_MASK_METHODS = frozenset("ne eq lt gt le ge logical_and logical_or logical_not logical_xor isin isnan isinf isfinite".split())
+
+
+def _masks(nodes: list[ast.AST]) -> frozenset[str]:
+    """Names every binding of which is a boolean mask: a comparison (`keep = lengths < n`),
+    a comparing method (`x.ne(pad)`), or `&`, `|`, `~` of such."""
+
+    def is_mask(value: ast.expr) -> bool:
+        if isinstance(value, ast.Compare):
+            return True
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MASK_METHODS:
+            return True
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Invert):
+            return is_mask(value.operand)
+        if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.BitAnd, ast.BitOr)):
+            return is_mask(value.left) and is_mask(value.right)
+        return False
+
+    verdict: dict[str, bool] = {}
+    for node in (n for top in nodes for n in ast.walk(top)):
+        if isinstance(node, ast.Assign):
+            named = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            others = [n.id for t in node.targets if not isinstance(t, ast.Name) for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+            for name in named:
+                verdict[name] = verdict.get(name, True) and is_mask(node.value)
+            for name in others:
+                verdict[name] = False
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+            verdict[node.target.id] = False
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
+            for target in ([node.target] if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr)) else [i.optional_vars for i in node.items if i.optional_vars]):
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name):
+                        verdict[n.id] = False
+    return frozenset(name for name, mask in verdict.items() if mask)
 
 
 def _span(body: list[ast.stmt]) -> tuple[int, int]:
@@ -293,7 +397,32 @@ def _within(line: int, span: tuple[int, int]) -> bool:
     return span[0] <= line <= span[1]
 
 
-def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("", "module"), off: bool = False) -> list[Facts]:
+def _held_by(iterable: ast.expr, modules: frozenset[str]) -> frozenset[str]:
+    """The names whose objects may hold the items a `for` iterates: `batches` in
+    `enumerate(batches)`, `model` in `model.parameters()`, `self` in `self.layers`; in
+    `tqdm.tqdm(loader, disable=len(xs) < 8)`, where `tqdm` is an imported module, only
+    `loader` (a keyword argument or a comparison holds no items)."""
+    if isinstance(iterable, ast.Name):
+        return frozenset((iterable.id,))
+    if isinstance(iterable, (ast.Attribute, ast.Subscript, ast.Starred)):
+        return _held_by(iterable.value, modules)
+    if isinstance(iterable, ast.Call):
+        func = iterable.func
+        method = isinstance(func, ast.Attribute) and _dotted(func.value).partition(".")[0] not in modules
+        held = _held_by(func.value, modules) if method else frozenset()  # type: ignore[union-attr]
+        return held.union(*(_held_by(a, modules) for a in iterable.args))
+    if isinstance(iterable, ast.BinOp):
+        return _held_by(iterable.left, modules) | _held_by(iterable.right, modules)
+    if isinstance(iterable, ast.IfExp):
+        return _held_by(iterable.body, modules) | _held_by(iterable.orelse, modules)
+    if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+        return frozenset().union(*(_held_by(e, modules) for e in iterable.elts))
+    if isinstance(iterable, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return frozenset().union(*(_held_by(g.iter, modules) for g in iterable.generators))
+    return frozenset()
+
+
+def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("", "module"), off: bool = False, modules: frozenset[str] = frozenset()) -> list[Facts]:
     """The calls in one function's body (or the module's own statements), each with the
     names it passes (by position and keyword) and those of them read again after the call's
     statement (in a loop, the whole loop is after it). A name the statement rebinds
@@ -306,15 +435,18 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
     spans = [] if off else _grad_off_spans(nodes)
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
-    loops: list[tuple[int, int]] = []
+    loops: list[tuple[int, int, frozenset[str], frozenset[str]]] = []  # span, and a `for`'s targets and what it iterates
     arms: list[tuple[tuple[int, int], tuple[int, int]]] = []  # each if/else's two arms, as line spans
     calls: list[ast.Call] = []
     replaced: dict[int, str] = {}  # a call that is the value of `target = call`: the target's code
     for node in (n for top in nodes for n in ast.walk(top)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node.lineno)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            loops.append((node.lineno, node.end_lineno or node.lineno))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            targets = frozenset(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            loops.append((node.lineno, node.end_lineno or node.lineno, targets, _held_by(node.iter, modules)))
+        elif isinstance(node, ast.While):
+            loops.append((node.lineno, node.end_lineno or node.lineno, frozenset(), frozenset()))
         elif isinstance(node, ast.If) and node.orelse:
             arms.append((_span(node.body), _span(node.orelse)))
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
@@ -324,19 +456,23 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
             stores.setdefault(node.lineno, set()).update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
                 replaced[id(node.value)] = ast.unparse(node.targets[0])
+    masks = _masks(nodes)
     out: list[Facts] = []
     for node in calls:
         into = replaced.get(id(node))
-        positional = [_passed(a, into) for a in node.args if not isinstance(a, ast.Starred)]
-        keywords = {k.arg: _passed(k.value, into) for k in node.keywords if k.arg}
+        positional = [_passed(a, into, masks) for a in node.args if not isinstance(a, ast.Starred)]
+        keywords = {k.arg: _passed(k.value, into, masks) for k in node.keywords if k.arg}
         line, end = node.lineno, node.end_lineno or node.lineno
-        around = [(s, e) for s, e in loops if s <= line <= e]
+        around = [loop for loop in loops if loop[0] <= line <= loop[1]]
         rebound = stores.get(line, set())
 
-        def read_after(name: str, line: int = line, end: int = end, around: list[tuple[int, int]] = around) -> bool:
+        def read_after(name: str, line: int = line, end: int = end, around: list[tuple[int, int, frozenset[str], frozenset[str]]] = around) -> bool:
             """A later read of what the call was passed: after the call in the same pass (not
             in the other arm of an `if` the call is in, nor after the name is bound anew), or
-            anywhere in an enclosing loop's next pass that meets no new binding first."""
+            anywhere in an enclosing loop's next pass that meets no new binding first. A
+            `for` binds its target anew at each pass, so what the next pass reads by that
+            name is the next item; the item passed stays reachable only through what the
+            loop iterates, when that is read after the loop or belongs to the caller."""
 
             def bound(after: int, before: int) -> bool:
                 return any(after < at < before and name in names for at, names in stores.items())
@@ -344,8 +480,13 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
             def other_arm(at: int) -> bool:
                 return any((_within(line, a) and _within(at, b)) or (_within(line, b) and _within(at, a)) for a, b in arms)
 
+            def held(loop: tuple[int, int, frozenset[str], frozenset[str]]) -> bool:
+                return any(n in params or any(at > loop[1] for at in loads.get(n, ())) for n in loop[3])
+
+            if any(name in loop[2] and held(loop) for loop in around):
+                return True
             return any(
-                (at > end and not other_arm(at) and not bound(end, at)) or any(s <= at <= e and not bound(s, at) for s, e in around)
+                (at > end and not other_arm(at) and not bound(end, at)) or any(s <= at <= e and name not in targets and not bound(s, at) for s, e, targets, _ in around)
                 for at in loads.get(name, ())
                 if not line <= at <= end
             )
@@ -413,16 +554,17 @@ def file_facts(text: str) -> Facts:
     functions: dict[str, Facts] = {}
     calls: list[Facts] = []
     script: list[ast.AST] = []  # the module's own statements: a script's calls count too
+    modules = frozenset(a.asname or a.name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names)
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: function_facts(m) for m in defs}}
             for m in defs:
-                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m)))
+                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node)))
+            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node), modules))
         else:
             script.append(node)
-    calls.extend(_calls(script, set()))
+    calls.extend(_calls(script, set(), modules=modules))
     return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree), "nn_names": _torch_nn_names(tree)}

@@ -25,7 +25,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 17
+INDEX_VERSION = 18
 
 
 @dataclass(frozen=True)
@@ -242,9 +242,10 @@ class RepoIndex:
             found = True
         return found
 
-    def grad_off(self, name: str) -> bool:
+    def returns_no_graph(self, name: str) -> bool:
         """Whether every definition of the function or method `name` in the repository runs
-        with autograd off by its decorator (`@torch.no_grad()`), and there is one; abstract
+        with autograd off by its decorator (`@torch.no_grad()`) or returns only values that
+        can carry no graph (`x.new_zeros(n, dtype=torch.long)`), and there is one; abstract
         declarations (`raise NotImplementedError`) are not definitions."""
         def defs() -> Iterator[Facts | None]:
             for path in self._paths(f"def {name}("):
@@ -252,7 +253,7 @@ class RepoIndex:
                 yield facts.get("functions", {}).get(name)
                 yield from (c["methods"].get(name) for c in facts.get("classes", {}).values())
 
-        return _all_grad_off(defs()) is True
+        return _all_without_graph(defs()) is True
 
     def called_grad_off(self, name: str, kind: str, depth: int = 3, origin: str | None = None) -> bool:
         """Whether every call of the function `name` outside the tests runs with autograd off,
@@ -345,8 +346,9 @@ class RepoIndex:
             found = found or bool(text and reference.search(text))
         return found
 
-    def method_grad_off(self, cls: str, method: str) -> bool | None:
-        """Whether `cls.method` runs with autograd off by its decorator, for every class of
+    def method_returns_no_graph(self, cls: str, method: str) -> bool | None:
+        """Whether `cls.method` runs with autograd off by its decorator or returns only
+        values that can carry no graph, for every class of
         that name in the repository that defines it; None when no class of that name defines
         it here (it is inherited, or the class lives elsewhere)."""
         def defs() -> Iterator[Facts | None]:
@@ -354,7 +356,7 @@ class RepoIndex:
                 info = (self.facts(path) or {}).get("classes", {}).get(cls)
                 yield info["methods"].get(method) if info is not None else None
 
-        return _all_grad_off(defs())
+        return _all_without_graph(defs())
 
 
 # Column 0 is module level: a call inside a function or a block is indented.
@@ -396,15 +398,16 @@ def _visible(name: str, kind: str) -> bool:
     return bool(name) and (kind == "function" or (kind == "method" and name.startswith("_") and not name.startswith("__")))
 
 
-def _all_grad_off(defs: Iterable[Facts | None]) -> bool | None:
-    """Whether every definition runs under a grad-off decorator (read lazily: the first that
-    does not settles it), None when there is none; abstract declarations (`raise
-    NotImplementedError`) are left out: the implementations decide."""
+def _all_without_graph(defs: Iterable[Facts | None]) -> bool | None:
+    """Whether every definition runs under a grad-off decorator or returns only graph-free
+    values (read lazily: the first that does neither settles it), None when there is none;
+    abstract declarations (`raise NotImplementedError`) are left out: the implementations
+    decide."""
     found: bool | None = None
     for fn in defs:
         if fn is None or fn.get("stub"):
             continue
-        if not fn.get("grad_off"):
+        if not fn.get("grad_off") and not fn.get("no_graph"):
             return False
         found = True
     return found

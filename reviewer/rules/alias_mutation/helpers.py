@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -10,9 +11,11 @@ import libcst as cst
 from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
 from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind, Value
+from review_copies.index.repo import Signature
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
 from review_copies.rules.base import Hit, Rule
@@ -127,3 +130,28 @@ def written_back(flow: FunctionFlow, pair: AliasPair) -> bool:
 def write_text(write: Write) -> str:
     """The statement that writes, for messages."""
     return short_code(write.stmt or write.node)
+
+
+def callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
+    """The repository's index knows every call of this function by name, in any file, and
+    none of them reads again what it passed for `arg`: the write is invisible to callers."""
+    scope = flow.scope
+    if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    # An instance's calls (`batch.chooser(logits)`) are its class's `__call__`'s.
+    cls = scope.class_node.name.value if scope.name == "__call__" and scope.class_node is not None else None
+    ask = functools.partial(flow.index.instance_callers_drop, cls) if cls else functools.partial(flow.index.callers_drop, scope.name)
+    return ask(position_of(scope, arg), arg, _signature(scope.node, scope.kind == "method")) is True
+
+
+def _signature(fn: cst.FunctionDef, method: bool) -> Signature:
+    params = fn.params
+    positional = [p for p in (*params.posonly_params, *params.params)][1 if method else 0 :]
+    required = next((i for i, p in enumerate(positional) if p.default is not None), len(positional))
+    return Signature(
+        positional=tuple(p.name.value for p in positional),
+        required=required,
+        keyword_only=frozenset(p.name.value for p in params.kwonly_params),
+        varargs=isinstance(params.star_arg, cst.Param),
+        varkw=params.star_kwarg is not None,
+    )

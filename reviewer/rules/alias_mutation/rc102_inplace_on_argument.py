@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 
 import libcst as cst
@@ -10,7 +9,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Use, Write
 from review_copies.analysis.queries.aliasing import last_bind, name_of
-from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, position_of, returns_argument
+from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, returns_argument
 from review_copies.analysis.queries.intent import (
     declares_mutation,
     deliberate_write,
@@ -28,9 +27,9 @@ from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
-from review_copies.index.repo import Signature
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
+from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
@@ -357,7 +356,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         writer = name_of(write.target_node)
         if write.op.strip(".()") in api.SHAPE_ONLY_INPLACE and (writer != arg or last_bind(flow, arg, write.index) is not None):
             continue  # reshapes another object than the caller's: its tensor or array keeps its shape
-        if not _read_after_through_alias(flow, write, arg, writer) and _callers_in_repository_drop(flow, arg):
+        if not _read_after_through_alias(flow, write, arg, writer) and callers_in_repository_drop(flow, arg):
             continue  # every call in the repository passes a name it never reads again
         if flow.change is not None and arg in flow.change.base_writes:
             continue  # the base version wrote it in place already: that is the function's contract
@@ -430,28 +429,3 @@ def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer
     """`noisy = clean; noisy.add_(n); ...; mse(pred, clean)`: the function itself reads the
     argument after writing it under another name, so the hazard is inside it, whoever calls."""
     return writer != arg and any(isinstance(e, Use) and e.name == arg for e in flow.after(write))
-
-
-def _callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
-    """The repository's index knows every call of this function by name, in any file, and
-    none of them reads again what it passed for `arg`: the write is invisible to callers."""
-    scope = flow.scope
-    if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    # An instance's calls (`batch.chooser(logits)`) are its class's `__call__`'s.
-    cls = scope.class_node.name.value if scope.name == "__call__" and scope.class_node is not None else None
-    ask = functools.partial(flow.index.instance_callers_drop, cls) if cls else functools.partial(flow.index.callers_drop, scope.name)
-    return ask(position_of(scope, arg), arg, _signature(scope.node, scope.kind == "method")) is True
-
-
-def _signature(fn: cst.FunctionDef, method: bool) -> Signature:
-    params = fn.params
-    positional = [p for p in (*params.posonly_params, *params.params)][1 if method else 0 :]
-    required = next((i for i, p in enumerate(positional) if p.default is not None), len(positional))
-    return Signature(
-        positional=tuple(p.name.value for p in positional),
-        required=required,
-        keyword_only=frozenset(p.name.value for p in params.kwonly_params),
-        varargs=isinstance(params.star_arg, cst.Param),
-        varkw=params.star_kwarg is not None,
-    )

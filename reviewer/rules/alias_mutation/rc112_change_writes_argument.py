@@ -14,6 +14,7 @@ from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
+from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
@@ -53,7 +54,10 @@ class ChangeWritesArgument(Rule):
     Only direct writes through the parameter's own name are seen; a write through an
     alias made on another line is left to RC101/RC102. Functions named for mutating
     (`*_`, `update_*`, `reset_*`) or that take an `inplace` flag are not reported, nor a
-    module's `forward` (its input written in place is RC204's).
+    module's `forward` (its input written in place is RC204's), nor a function every call
+    of which in the repository passes something its caller never reads again (the index
+    says; a library's users outside the repository are not seen, so a function no code
+    here calls is still reported).
     """
 
     code = "RC112"
@@ -187,6 +191,8 @@ class ChangeWritesArgument(Rule):
         for stmt, param in _writes(flow, set(flow.params)):
             if param in reported or param in change.base_writes or state_like(param):
                 continue
+            if callers_in_repository_drop(flow, param):
+                continue  # every call in the repository passes something it never reads again: no caller sees the write
             reported.add(param)
             where = f"`{flow.scope.name}`"
             message = (

@@ -235,7 +235,8 @@ class NumpyOnGradOrGpuTensor(Rule):
 
 def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, before: int) -> Value:
     """The tensor as the repository knows it: what a method or function defined under
-    `@torch.no_grad()` returned (`actor.select_action(obs).cpu()`, or a name bound to it)
+    `@torch.no_grad()` returned (`actor.select_action(obs).cpu()`, or a name bound to it), or
+    one that returns only values that can carry none (`x.new_zeros(n, dtype=torch.long)`),
     carries no graph, whatever a guess about calling a module said; nor does anything in a
     function every caller of which runs it with autograd off (followed a few calls up)."""
     if value.grad is not Tri.YES or flow.index is None:
@@ -254,8 +255,8 @@ def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpr
         elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
             name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
             cls = _class_of(flow, expr.func.value, before) if isinstance(expr.func, cst.Attribute) else ""
-            known = flow.index.method_grad_off(cls, name) if cls else None
-            off = known if known is not None else flow.index.grad_off(name)
+            known = flow.index.method_returns_no_graph(cls, name) if cls else None
+            off = known if known is not None else flow.index.returns_no_graph(name)
             return value.but(grad=Tri.NO) if off else value
         else:
             return value
