@@ -183,6 +183,14 @@ def test_what_a_parameter_holds_is_read_off_its_uses_before_it_is_rebound() -> N
     assert len(_messages(ACT.format(before="obs.mul_(2)\n        "), "RC302")) == 1
 
 
+
+def test_the_copy_a_legacy_constructor_message_suggests_is_of_the_whole_expression() -> None:
+    # The message once said "Use `x.double() * 2.detach().clone()`": the copy bound to the
+    # literal, not to the product.
+    source = "import torch\n\ndef widen(x: torch.Tensor):\n    mask = torch.FloatTensor(x.double() * 2)\n    mask.add_(1)\n    return mask\n"
+    [message] = _messages(source, "RC302")
+    assert "Use `(x.double() * 2).detach().clone()` for a copy" in message
+
 OFFLOADED = """
 from torch import nn
 

@@ -159,10 +159,13 @@ class Context:
                 device = v.device if device is Device.UNKNOWN else device.join(v.device) if v.device is not Device.UNKNOWN else device
             if v.kind is Kind.TENSOR:
                 dtype = dtype or v.dtype
+        grad = self.grad_of(*inputs) if grad is None else grad
+        if grad is Tri.NO:
+            graph = frozenset()  # a result that does not require grad (a comparison, an argsort) has no grad_fn: it holds no graph
         return Value(
             graph=graph,
             kind=Kind.TENSOR,
-            grad=self.grad_of(*inputs) if grad is None else grad,
+            grad=grad,
             device=device,
             gpu_if=gpu_flag(*inputs) if device.may_be_gpu else "",
             dtype=dtype,

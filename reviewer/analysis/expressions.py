@@ -212,7 +212,8 @@ def _binary(cx: Context, node: cst.BinaryOperation) -> Value:
                 saves.append(cx.save(right, node, f"`{op}`", left.attached))
         elif op == "**" and left.kind is Kind.TENSOR and left.grad is not Tri.NO:
             saves.append(cx.save(left, node, "`**`", left.attached))
-        return cx.tensor(node, left, right, origin=f"`{code_of(node)}`", saves=saves)
+        out = cx.tensor(node, left, right, origin=f"`{code_of(node)}`", saves=saves)
+        return out.but(dtype=_promoted(out.dtype, op, node))
     if Kind.NDARRAY in (left.kind, right.kind):
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
     if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
@@ -220,6 +221,24 @@ def _binary(cx: Context, node: cst.BinaryOperation) -> Value:
     if left.kind is Kind.LIST and right.kind is Kind.LIST:
         return Value(kind=Kind.LIST, element=(left.element or UNKNOWN).join(right.element or UNKNOWN), roots=cx.new_root(node, "list"), fresh=True)
     return UNKNOWN
+
+
+_INTEGRAL = frozenset(("bool", "uint8", "int8", "int16", "int32", "int64"))
+
+
+def _promoted(dtype: str | None, op: str, node: cst.BinaryOperation) -> str | None:
+    """The dtype of arithmetic on a tensor of `dtype`, as PyTorch promotes it: true division
+    of an integer or boolean tensor gives floats, a float literal makes floats of integers,
+    and arithmetic on booleans with an integer literal gives int64 (`(x != 0) * 1`); None
+    where the result's dtype depends on what is not known here."""
+    if dtype not in _INTEGRAL or op in ("&", "|", "^", "<<", ">>"):
+        return dtype
+    literals = [n for n in (node.left, node.right) if isinstance(n, (cst.Integer, cst.Float))]
+    if op == "/" or any(isinstance(n, cst.Float) for n in literals):
+        return None
+    if dtype == "bool":
+        return "int64" if literals else None
+    return dtype
 
 
 def _unary(cx: Context, node: cst.UnaryOperation) -> Value:

@@ -10,7 +10,7 @@ from review_copies.analysis.analyze import FileAnalysis
 from review_copies.analysis.events import Write
 from review_copies.analysis.parse import parse
 from review_copies.analysis.queries.aliasing import alias_pairs
-from review_copies.analysis.queries.autograd import saved_before
+from review_copies.analysis.queries.autograd import reaches_a_backward, saved_before
 from review_copies.analysis.queries.callers import caller_keeps_argument, returns_argument
 from review_copies.analysis.queries.intent import is_mutating_function
 from review_copies.analysis.queries.loops import training_loop
@@ -32,6 +32,30 @@ def test_sigmoid_saves_its_output_and_the_write_after_it_finds_the_save() -> Non
     (write,) = f.of(Write)
     assert saved_before(f, write) is saved
 
+
+
+def test_what_only_a_comparison_or_an_argsort_reads_of_a_saved_tensor_reaches_no_backward() -> None:
+    # TorchSeg's OHEM loss: the softmax output is masked in place and then only ranked and
+    # compared to pick which pixels count; the loss is taken on the logits. A comparison's
+    # or an argsort's result has no grad_fn, so the labels it shapes carry no graph back to
+    # the softmax. Returning the probabilities would carry it.
+    source = """
+    import torch
+    import torch.nn.functional as F
+    def f(pred, target, thresh: float):
+        prob = F.softmax(pred, dim=1)
+        prob.masked_fill_(target.eq(255), 1)
+        order = prob.flatten().argsort()
+        keep = prob.flatten()[order[0]] > thresh
+        target = target * keep.long()
+        return F.cross_entropy(pred, target){extra}
+    """
+    quiet = flow(source.format(extra=""))
+    (saved,) = [s for s in quiet.saved if s.op == "`softmax`"]
+    assert not reaches_a_backward(quiet, saved)
+    kept = flow(source.format(extra=", prob"))
+    (saved,) = [s for s in kept.saved if s.op == "`softmax`"]
+    assert reaches_a_backward(kept, saved)
 
 def test_a_product_saves_each_operand_for_the_other() -> None:
     f = flow("""

@@ -72,6 +72,16 @@ class LegacyConstructorAlias(Rule):
         Valid(
             """
             import torch
+            def encode(entities_position):
+                entities_position = torch.LongTensor(entities_position)
+                ent_mask = torch.LongTensor((entities_position != 0) * 1)
+                return {"ent_mask": ent_mask}
+            """,
+            "a comparison times an integer is a new int64 tensor: `torch.LongTensor` aliases a temporary nobody else holds",
+        ),
+        Valid(
+            """
+            import torch
             def get_box_center(bbox_xywh: torch.Tensor) -> torch.Tensor:
                 return torch.FloatTensor(bbox_xywh[:2]) + torch.FloatTensor(bbox_xywh[2:]) / 2.0
             """,
@@ -217,6 +227,7 @@ class LegacyConstructorAlias(Rule):
                 # computed itself.
                 continue
             what = code_of(arg.value)
+            copied = chain(arg.value, "detach", "clone")
             dtype_note = (
                 f"and it keeps `{what}`'s dtype (`torch.Tensor` converts a tensor to nothing, float32 included)"
                 if plain else "and a different dtype raises TypeError"
@@ -224,10 +235,10 @@ class LegacyConstructorAlias(Rule):
             message = (
                 f"`torch.{ctor}({what})` does not copy: it returns an alias of `{what}` that shares "
                 f"its memory, version counter and graph, so in-place writes through either name "
-                f"change both, {dtype_note}. Use `{what}.detach().clone()` "
+                f"change both, {dtype_note}. Use `{code_of(copied)}` "
                 f"for a copy, or `{what}` itself if sharing is meant."
             )
-            yield Hit(event.node, message, (event.node, chain(arg.value, "detach", "clone")))
+            yield Hit(event.node, message, (event.node, copied))
 
 
 def _written_after(flow: FunctionFlow, event: Call, roots: frozenset) -> bool:

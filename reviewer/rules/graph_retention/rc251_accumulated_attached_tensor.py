@@ -9,7 +9,8 @@ from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.graph_retention.helpers import backward_on, detached
@@ -56,6 +57,40 @@ class AccumulatedAttachedTensor(Rule):
     recipes = ("retention",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            import torch.nn as nn
+            def fit(cfg, feats, test_feat, labels):
+                adapter = nn.Linear(512, 10, bias=False).cuda()
+                optimizer = torch.optim.AdamW(adapter.parameters(), lr=1e-3)
+                test_logits = adapter(test_feat)
+                for epoch in range(cfg["train_epoch"]):
+                    loss = nn.functional.cross_entropy(adapter(feats), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    test_logits = adapter(test_feat).squeeze(-1)
+                    test_logits = torch.stack([torch.diag(l) for l in test_logits], dim=0)
+                adapter.weight = torch.load(cfg["cache_dir"] + "/best.pt")
+                return test_logits
+            """,
+            "each pass sets `test_logits` afresh before reshaping it: the pass reshapes its own value, nothing is carried from the pass before",
+        ),
+        Valid(
+            """
+            import torch
+            from .base import BasePredictor
+            class DialoguePredictor(BasePredictor):
+                def __init__(self, model_dir, model_cls, user_defined_parameters):
+                    self.model = model_cls(pretrained_model_name_or_path=model_dir, user_defined_parameters=user_defined_parameters)
+                    if torch.cuda.is_available():
+                        self.model = self.model.cuda()
+                    self.history = []
+                    self.history.append("your persona: " + model_dir)
+            """,
+            "the attribute was set earlier in this same call, on every path to the move: the call moves its own value, nothing piles up",
+        ),
         Valid(
             """
             import torch
@@ -240,8 +275,8 @@ class AccumulatedAttachedTensor(Rule):
                 continue
             if acc.name.endswith(".data"):
                 continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
-            if persistent and loop is None and _rebound_this_call(flow, acc):
-                continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's value, reshaped
+            if _rebound_this_call(flow, acc):
+                continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
             # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
             # only accumulation across training steps (or across calls, on self) retains graphs,
             # so the sum must have been started before the step loop, not reset in each step.
@@ -264,9 +299,13 @@ class AccumulatedAttachedTensor(Rule):
 
 
 def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
-    """The attribute is set afresh earlier in this same call, on the path to the update (not
-    under an `if`), so what the update reads is this call's value, not the last call's."""
+    """The name is set afresh earlier in this same call (or, in a loop, this same pass), on
+    every path to the update (in the update's own arm or one around it: `self.model =
+    build(); if cuda: self.model = self.model.cuda()`), so what the update reads is this
+    call's value, not the last call's."""
     bind = last_bind(flow, acc.name, acc.index)
-    return bind is not None and bind.arms == acc.arms and bind.loops == acc.loops and not any(
+    if bind is None or bind.expr is None or (acc.name in names_in(bind.expr, attributes=True) and bind.value.grad is not Tri.NO):
+        return False  # `self.h = self.h.unsqueeze(0)` carries the last value's graph on (`self.h.detach()` would not)
+    return acc.arms[: len(bind.arms)] == bind.arms and bind.loops == acc.loops and not any(
         isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events
     )

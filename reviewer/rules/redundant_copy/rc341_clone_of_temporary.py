@@ -8,9 +8,9 @@ import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.syntax import short_code
-from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.redundant_copy.helpers import new_and_unshared
 
 
 class CloneOfTemporary(Rule):
@@ -125,7 +125,7 @@ class CloneOfTemporary(Rule):
             if event.method != "clone" or event.call.args or event.receiver is None or event.receiver_node is None:
                 continue
             recv = event.receiver
-            if recv.kind is not Kind.TENSOR or not recv.fresh or not recv.certain or recv.via:
+            if not new_and_unshared(recv):
                 continue
             node = event.receiver_node
             message = (

@@ -12,7 +12,7 @@ from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.redundant_copy.helpers import clone_receiver
+from review_copies.rules.redundant_copy.helpers import clone_receiver, new_and_unshared
 
 
 class CloneThenDetach(Rule):
@@ -64,6 +64,15 @@ class CloneThenDetach(Rule):
             """,
             "x needs no grad: the order does not matter",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            def prune_linear_layer(layer: nn.Linear, index: torch.LongTensor) -> torch.Tensor:
+                return layer.weight.index_select(0, index).clone().detach()
+            """,
+            "`index_select` made a new tensor: RC341 says the clone copies it twice and drops it, leaving nothing to reorder",
+        ),
     )
     INVALID = (
         Invalid(
@@ -71,14 +80,16 @@ class CloneThenDetach(Rule):
             import torch
             def f(x: torch.Tensor):
                 w = torch.randn(3, requires_grad=True)
-                return (w * x).clone().detach()
+                y = w * x
+                return y.clone().detach()
             """,
-            line=4,
+            line=5,
             fix="""
             import torch
             def f(x: torch.Tensor):
                 w = torch.randn(3, requires_grad=True)
-                return (w * x).detach().clone()
+                y = w * x
+                return y.detach().clone()
             """,
         ),
     )
@@ -94,6 +105,8 @@ class CloneThenDetach(Rule):
             output_arg = recv.grad is Tri.MAYBE and any(OUTPUT_NAME.search(roots.argument_name(r) or "") for r in recv.roots)
             if not (recv.grad is Tri.YES or output_arg):
                 continue  # only tensors that require grad (or a model's output passed in): otherwise the order does not matter
+            if new_and_unshared(recv):
+                continue  # the clone copies a new tensor a second time: RC341 says to drop it, which leaves nothing to reorder
             message = (
                 f"`{short_code(event.node)}` records the copy in the autograd graph and then cuts it off; "
                 f"`{short_code(base)}.detach().clone()` copies outside the graph, which is what PyTorch recommends."
