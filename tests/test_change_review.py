@@ -1004,6 +1004,57 @@ def test_a_change_that_makes_a_helper_write_its_argument_is_quiet_when_no_caller
     assert [(f["path"], f["line"]) for f in result.json["findings"]] == [("pool.py", 5)]
     assert "This change makes `pool` write into its argument `attention_mask`" in result.json["findings"][0]["message"]
 
+
+TRACKER_UTILS = """
+import torch
+
+
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+
+
+class LossTracker:
+    def __init__(self):
+        self.losses = AverageMeter()
+
+    def update(self, loss, output, target):
+        self.losses.update(loss.item(), {n})
+"""
+
+TRACKED_TRAINING = """
+import torch
+from utils import LossTracker
+
+
+def train(loader, model, criterion, optimizer):
+    tracker = LossTracker()
+    for images, target in loader:
+        output = model(images)
+        loss = criterion(output, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        tracker.update(loss, output, target)
+    return tracker.losses.sum / tracker.losses.count
+"""
+
+
+def test_what_a_tracker_keeps_of_an_output_is_its_size_not_its_graph(repo: Repo, tmp_path: Path) -> None:
+    # DeepSpeed's ViT example: `LossTracker.update` keeps `loss.item()` and
+    # `output.size(0)`, numbers both. A tracker that weighs by `output.sum()` keeps its graph.
+    repo.write("utils.py", TRACKER_UTILS.format(n="output.size(0)"))
+    repo.write("train.py", TRACKED_TRAINING)
+    repo.commit("a tracker of numbers")
+    assert _whole_file(repo, tmp_path, "train.py") == []
+    repo.write("utils.py", TRACKER_UTILS.format(n="output.sum()"))
+    repo.commit("the tracker weighs by the outputs' sum")
+    assert _whole_file(repo, tmp_path, "train.py") == [("RC254", 13)]
+
 AVERAGER = """
 class Averager:
     def __init__(self):

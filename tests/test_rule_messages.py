@@ -191,6 +191,31 @@ def test_the_copy_a_legacy_constructor_message_suggests_is_of_the_whole_expressi
     [message] = _messages(source, "RC302")
     assert "Use `(x.double() * 2).detach().clone()` for a copy" in message
 
+
+LOAD_INTO = """
+import numpy as np
+import torch
+from .mapping import ShardedTensor
+
+
+def _load_from_array(sharded_tensor: ShardedTensor, checkpoint_dir, load_directly_on_device: bool = False):
+    x = np.load(checkpoint_dir / sharded_tensor.key)
+    ten = torch.from_numpy(x)
+    if load_directly_on_device:
+        sharded_tensor.data.data.{op}(ten)
+        return sharded_tensor.data
+    else:
+        return ten
+"""
+
+
+def test_copying_into_the_tensor_an_argument_holds_is_the_load_it_was_asked_for() -> None:
+    # Megatron's tensorstore loader fills the sharded tensor's own buffer when asked to load
+    # straight onto the device: `.copy_()` into the holder's `.data` is the job. Adding into
+    # it is not a load, and is still reported.
+    assert _messages(LOAD_INTO.format(op="copy_"), "RC102") == []
+    assert len(_messages(LOAD_INTO.format(op="add_"), "RC102")) == 1
+
 OFFLOADED = """
 from torch import nn
 

@@ -30,14 +30,14 @@ def _attached_names(node: ast.AST) -> set[str]:
     which keeps a value and no graph."""
     if isinstance(node, ast.Call):
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in (*_DETACHING, "numpy"):
+        if isinstance(func, ast.Attribute) and func.attr in (*_DETACHING, *_SIZES, "numpy"):
             return set().union(*(_attached_names(a) for a in (*node.args, *(k.value for k in node.keywords))))
         if isinstance(func, ast.Name) and func.id in _TO_NUMBER:
             return set()
     if isinstance(node, ast.Name):
         return {node.id}
-    if isinstance(node, ast.Attribute) and node.attr == "data":
-        return set()  # `v.data` is the tensor without its graph
+    if isinstance(node, ast.Attribute) and node.attr in ("data", *_SHAPES):
+        return set()  # `v.data` is the tensor without its graph; `v.shape` its sizes
     return set().union(*(_attached_names(child) for child in ast.iter_child_nodes(node)))
 
 
@@ -149,8 +149,11 @@ def _returns_no_graph(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 # Conversions whose result holds no graph and shares no memory with the tensor converted.
-_TO_NUMBER = frozenset(("float", "int", "bool"))
+_TO_NUMBER = frozenset(("float", "int", "bool", "len"))
 _DETACHING = frozenset(("item", "tolist", "detach"))
+# What a tensor says of its shape and place: numbers, never its graph (`output.size(0)`).
+_SIZES = frozenset(("size", "dim", "numel", "nelement", "element_size", "get_device", "stride"))
+_SHAPES = frozenset(("shape", "ndim", "dtype", "device", "is_cuda", "requires_grad"))
 
 
 def _dropped(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> dict[str, int]:

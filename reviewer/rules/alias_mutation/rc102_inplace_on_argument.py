@@ -360,8 +360,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # every call in the repository passes a name it never reads again
         if flow.change is not None and arg in flow.change.base_writes:
             continue  # the base version wrote it in place already: that is the function's contract
-        if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view") and writer == arg:
-            continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`: filling the caller's tensor is the point
+        if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view", "data") and (writer == arg or writer.startswith(f"{arg}.")):
+            continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`, `holder.data.copy_(src)`: filling the caller's tensor is the point
         reported.add(arg)
         bind = None if writer == arg else last_bind(flow, writer, write.index)
         if writer == arg:
