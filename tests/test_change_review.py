@@ -396,6 +396,18 @@ def test_numpy_on_what_a_method_elsewhere_builds_without_a_graph_is_not_reported
     repo.commit("the criterion logs the logits")
     assert _whole_file(repo, tmp_path, "criterion.py") == [("RC321", 8)]
 
+
+def test_only_results_that_cannot_require_grad_count_as_graph_free() -> None:
+    # An integer tensor, or one made without `requires_grad`, cannot require grad; a leaf
+    # made with `requires_grad=True` does, and `.numpy()` on it still raises.
+    source = (
+        "import torch\n\ndef targets(x):\n    return x.new_zeros(3, dtype=torch.long)\n\n"
+        "def noise(n):\n    z = torch.randn(n)\n    return z\n\n"
+        "def weights(n):\n    return torch.zeros(n, requires_grad=True)\n"
+    )
+    functions = file_facts(source)["functions"]
+    assert {name: fn["no_graph"] for name, fn in functions.items()} == {"targets": True, "noise": True, "weights": False}
+
 def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tmp_path: Path) -> None:
     # Only a test calls the helper, and it checks the result alone: a library's users are not
     # in the repository, so the write into their tensor is still reported.

@@ -118,6 +118,8 @@ def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0)
         return bool(exprs) and depth < 3 and all(_no_graph(e, binds, depth + 1) for e in exprs)
     if not isinstance(value, ast.Call):
         return False
+    if any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and k.value.value is False) for k in value.keywords):
+        return False  # `torch.zeros(n, requires_grad=True)`: a leaf that requires grad
     for k in value.keywords:
         if k.arg == "dtype" and isinstance(k.value, ast.Attribute) and k.value.attr in _INTEGER_DTYPES:
             return True  # an integer or boolean tensor cannot require grad
