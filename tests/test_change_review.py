@@ -967,6 +967,49 @@ def test_an_item_of_a_name_the_caller_never_reads_again_is_dropped_with_it(repo:
 
 
 
+PPOSE_NMS = """
+import torch
+
+
+def pose_nms(bboxes, pose_preds, pose_scores):
+    return pose_nms_body(bboxes, pose_preds, pose_scores)
+
+
+def pose_nms_body(bboxes, pose_preds, pose_scores):
+    pose_scores[pose_scores == 0] = 1e-5
+    keep = pose_scores.mean(dim=(1, 2)) > 0.1
+    return bboxes[keep], pose_preds[keep], pose_scores[keep]
+"""
+
+WRITER = """
+import torch
+from ppose_nms import pose_nms
+
+
+def update(boxes, coords, scores):
+    preds_img = torch.cat(coords)
+    preds_scores = torch.cat(scores)
+    boxes, preds_img, preds_scores = \\
+        pose_nms(boxes, preds_img, preds_scores)
+    return [(preds_img[k], preds_scores[k].mean()) for k in range(len(boxes))]
+"""
+
+
+def test_a_caller_that_rebinds_the_name_in_a_statement_over_two_lines_drops_it(repo: Repo, tmp_path: Path) -> None:
+    # AlphaPose's pose NMS fixes zero scores in the scores it is handed; its wrapper hands on
+    # its own argument, and the one caller of the wrapper rebinds `preds_scores` to the result
+    # in the very statement, written over two lines: what it reads afterwards is the result.
+    # A caller that reads the scores it passed brings the finding back.
+    repo.write("ppose_nms.py", PPOSE_NMS)
+    repo.write("writer.py", WRITER)
+    repo.commit("pose NMS")
+    assert _whole_file(repo, tmp_path, "ppose_nms.py") == []
+    repo.write("writer.py", WRITER.replace("boxes, preds_img, preds_scores = \\\n", "boxes, preds_img, kept_scores = \\\n"))
+    repo.commit("the writer keeps the raw scores beside the kept ones")
+    assert _whole_file(repo, tmp_path, "ppose_nms.py") == [("RC102", 9)]
+
+
+
 ENCODE_LOADER = """
 import tqdm
 from torch.utils.data import DataLoader

@@ -444,6 +444,7 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
     arms: list[tuple[tuple[int, int], tuple[int, int]]] = []  # each if/else's two arms, as line spans
     calls: list[ast.Call] = []
     replaced: dict[int, str] = {}  # a call that is the value of `target = call`: the target's code
+    assigned: dict[int, set[str]] = {}  # a call inside an assignment's value: the names it binds
     for node in (n for top in nodes for n in ast.walk(top)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node.lineno)
@@ -458,7 +459,13 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
             calls.append(node)
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            stores.setdefault(node.lineno, set()).update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            stores.setdefault(node.lineno, set()).update(names)
+            # A call anywhere in the value, on whatever line of a statement written over
+            # several: the statement rebinds these names once the call has returned.
+            for inner in ast.walk(node.value) if node.value is not None else ():
+                if isinstance(inner, ast.Call):
+                    assigned[id(inner)] = names
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
                 replaced[id(node.value)] = ast.unparse(node.targets[0])
     masks = _masks(nodes)
@@ -469,7 +476,7 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         keywords = {k.arg: _passed(k.value, into, masks) for k in node.keywords if k.arg}
         line, end = node.lineno, node.end_lineno or node.lineno
         around = [loop for loop in loops if loop[0] <= line <= loop[1]]
-        rebound = stores.get(line, set())
+        rebound = stores.get(line, set()) | assigned.get(id(node), set())
 
         def read_after(name: str, line: int = line, end: int = end, around: list[tuple[int, int, frozenset[str], frozenset[str]]] = around) -> bool:
             """A later read of what the call was passed: after the call in the same pass (not

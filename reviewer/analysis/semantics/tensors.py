@@ -13,7 +13,10 @@ from review_copies.analysis.semantics.functions import saves_of
 from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, transposed
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
-_NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "to_dense", "to_sparse", "pin_memory"))
+_NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full"))
+# A copy into another layout or memory, or the tensor itself when it is there already
+# (`to_dense()` of a strided tensor, `pin_memory()` of a pinned one).
+_LAYOUT_CONVERSIONS = frozenset(("to_dense", "to_sparse", "pin_memory"))
 
 
 def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], known: bool) -> Value:
@@ -58,7 +61,9 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method in api.SCALAR_METHODS:
         return SCALAR
     if method in _NEW_TENSORS:
-        return cx.tensor(node, recv, grad=Tri.NO if method.startswith("new_") else None, origin=origin)
+        return cx.tensor(node, recv, grad=Tri.NO, origin=origin)
+    if method in _LAYOUT_CONVERSIONS:
+        return recv.but(via=recv.via or "to", certain=False, fresh=False, origin=origin)
     returns = api.method_returns(method)
     if method in api.INDEX_OPS:
         return cx.tensor(node, recv, grad=Tri.NO, origin=origin).but(dtype="int64")

@@ -17,7 +17,7 @@ class CloneOfTemporary(Rule):
     """
     ## What it does
     Finds `.clone()` applied to a tensor that was just created and that nothing else
-    refers to: `(a + b).clone()`, `torch.cat(xs).clone()`, `x.to_dense().clone()`.
+    refers to: `(a + b).clone()`, `torch.cat(xs).clone()`, `x.sum(0).clone()`.
 
     ## Why is this bad?
     The temporary is already a new tensor with its own memory; cloning it allocates and
@@ -87,6 +87,14 @@ class CloneOfTemporary(Rule):
                 return torch.from_numpy(train).clone(), torch.from_numpy(valid).clone()
             """,
             "from_numpy shares the array's memory: the clone is what makes the tensor its own",
+        ),
+        Valid(
+            """
+            import torch
+            def snapshot(layer: torch.nn.Linear):
+                return layer.weight.data.to_dense().clone(), layer.bias.data.pin_memory().clone()
+            """,
+            "`to_dense()` of a dense tensor and `pin_memory()` of a pinned one return the tensor itself",
         ),
     )
     INVALID = (

@@ -12,6 +12,7 @@ from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
+_LEGACY_CONSTRUCTORS = frozenset(("Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor"))
 _KEEPS_SIZE = frozenset({"cuda", "cpu", "to", "contiguous", "int", "long", "float", "double", "half", "bfloat16"})
 
 
@@ -106,6 +107,31 @@ class GatherListThenCat(Rule):
         Valid(
             """
             import torch
+            def pad_to_longest(input_: torch.Tensor, rank: int, world: int, group):
+                first_dim = torch.tensor([[input_.size()[0]]], device=torch.cuda.current_device())
+                lengths = [torch.empty_like(first_dim) for _ in range(world)]
+                torch.distributed.all_gather(lengths, first_dim, group=group)
+                return torch.cat(lengths, dim=0).max()
+            """,
+            "one length per rank, however deep the brackets",
+        ),
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            def check_loss(loss_fn, batch, world: int, gpu: int):
+                def gather_mean(x: torch.Tensor) -> torch.Tensor:
+                    parts = [torch.zeros_like(x).cuda(gpu) for _ in range(world)]
+                    dist.all_gather(parts, x)
+                    return torch.stack(parts).mean()
+                loss = loss_fn(batch)
+                return gather_mean(torch.Tensor([loss]).cuda(gpu))
+            """,
+            "the nested helper is called only here, with one number",
+        ),
+        Valid(
+            """
+            import torch
             import torch.distributed as dist
             def gather_lengths(lengths: torch.Tensor, counts, world: int):
                 parts = [torch.empty_like(lengths) for _ in range(world)]
@@ -139,6 +165,19 @@ class GatherListThenCat(Rule):
                 return torch.cat(parts)
             """,
             line=6,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+            def gather_all(loss_fn, batch, features: torch.Tensor, world: int):
+                def gather(x: torch.Tensor) -> torch.Tensor:
+                    parts = [torch.zeros_like(x) for _ in range(world)]
+                    dist.all_gather(parts, x)
+                    return torch.cat(parts)
+                return gather(torch.Tensor([loss_fn(batch)])), gather(features)
+            """,
+            line=7,
         ),
     )
 
@@ -218,11 +257,18 @@ def _along_first(call: cst.Call) -> bool:
 
 
 def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> bool:
-    """A one-element tensor (`torch.tensor([n])`, `torch.tensor(0)`, `torch.zeros(1)`), as
-    written or bound to a name earlier: gathering numbers, whose copy costs nothing."""
+    """A one-element tensor (`torch.tensor([n])`, `torch.tensor([[n]])`, `torch.Tensor([loss])`,
+    `torch.zeros(1)`), as written, bound to a name earlier, or passed for the parameter of a
+    nested helper by each of its calls: gathering numbers, whose copy costs nothing."""
     if isinstance(expr, cst.Name):
         bind = last_bind(flow, expr.value, before)
-        expr = bind.expr if bind is not None and bind.expr is not None else expr
+        if bind is None:
+            return _nested_calls_pass_one(flow, expr.value)
+        expr = bind.expr if bind.expr is not None else expr
+    return _one_element_spelled(expr)
+
+
+def _one_element_spelled(expr: cst.BaseExpression) -> bool:
     # `.cuda()`, `.to(device)`, `.contiguous()`: moved or laid out, still one element.
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _KEEPS_SIZE:
         expr = expr.func.value
@@ -230,10 +276,13 @@ def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> b
         return False
     name = dotted(expr.func).rpartition(".")[2]
     first = expr.args[0].value
-    if name == "tensor":
-        if isinstance(first, (cst.Integer, cst.Float)):
-            return True
-        return isinstance(first, (cst.List, cst.Tuple)) and len(first.elements) == 1 and not isinstance(first.elements[0].value, (cst.List, cst.Tuple, cst.ListComp))
+    if name == "tensor" and isinstance(first, (cst.Integer, cst.Float)):
+        return True
+    if name == "tensor" or (name in _LEGACY_CONSTRUCTORS and isinstance(first, (cst.List, cst.Tuple))):
+        # `[[n]]`: one element at every depth (`torch.Tensor(n)` is n numbers, not one).
+        while isinstance(first, (cst.List, cst.Tuple)) and len(first.elements) == 1 and not isinstance(first.elements[0], cst.StarredElement):
+            first = first.elements[0].value
+        return not isinstance(first, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)) and first is not expr.args[0].value
     if name in ("zeros", "ones", "empty", "full"):
         sizes = [a.value for a in expr.args if a.keyword is None]
         if name == "full":
@@ -242,3 +291,43 @@ def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> b
             sizes = [e.value for e in sizes[0].elements]
         return bool(sizes) and all(isinstance(n, cst.Integer) and n.value == "1" for n in sizes)
     return False
+
+
+def _nested_calls_pass_one(flow: FunctionFlow, param: str) -> bool:
+    """`param` belongs to a helper nested in another function, which alone can call it: the
+    helper's name is used there only in calls, and each of them passes a one-element tensor
+    for `param`."""
+    scope = flow.scope
+    if scope is None or scope.kind != "function" or not scope.parents or not isinstance(scope.parents[-1], cst.FunctionDef):
+        return False
+    assert isinstance(scope.node, cst.FunctionDef)
+    params = scope.node.params
+    if param not in [p.name.value for p in params.params]:
+        return False
+    position = [p.name.value for p in params.params].index(param)
+    helper = scope.name
+    calls: list[cst.Call] = []
+    mentions = 0
+
+    class Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal mentions
+            mentions += node.value == helper
+
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Name) and call.func.value == helper:
+                calls.append(call)
+
+    scope.parents[-1].visit(Find())
+    # The `def`'s own name is one mention; any other that is not a call hands the helper on.
+    if not calls or mentions != len(calls) + 1:
+        return False
+
+    def passed(call: cst.Call) -> cst.BaseExpression | None:
+        if any(a.star for a in call.args):
+            return None
+        named = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+        positional = [a.value for a in call.args if a.keyword is None]
+        return named if named is not None else (positional[position] if position < len(positional) else None)
+
+    return all((arg := passed(call)) is not None and _one_element_spelled(arg) for call in calls)
