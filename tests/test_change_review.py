@@ -1010,6 +1010,42 @@ def test_a_caller_that_rebinds_the_name_in_a_statement_over_two_lines_drops_it(r
 
 
 
+SAMPLER = """
+import torch
+import torch.nn.functional as F
+
+
+class Sampler:
+    @staticmethod
+    def top_k_logits(logits, top_k=0, filter_value=-float("Inf")):
+        if top_k > 0:
+            indices_to_remove = logits < torch.topk(logits, top_k)[0][..., -1, None]
+            logits[indices_to_remove] = filter_value
+        return logits.view(1, -1).contiguous()
+
+    def sample(self, model, tokens):
+        logits = model(tokens)[:, -1, :]
+        logits = self.top_k_logits(
+            logits,
+            top_k=8)
+        return torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+"""
+
+
+def test_a_static_methods_first_parameter_is_what_the_call_passes_first(repo: Repo, tmp_path: Path) -> None:
+    # PLUG's `top_k_logits` is a `@staticmethod`: `self.top_k_logits(logits, ...)` passes
+    # `logits` for its first parameter, which is no `self`. Its one caller rebinds `logits`
+    # to the result, so the write is invisible; a caller that keeps the raw logits sees it.
+    repo.write("sampler.py", SAMPLER)
+    repo.commit("top-k sampling")
+    assert _whole_file(repo, tmp_path, "sampler.py") == []
+    kept = SAMPLER.replace("        logits = self.top_k_logits(\n", "        kept = self.top_k_logits(\n")
+    repo.write("sampler.py", kept.replace("F.softmax(logits, dim=-1)", "F.softmax(kept, dim=-1) + 0 * logits"))
+    repo.commit("sample from the kept logits")
+    assert _whole_file(repo, tmp_path, "sampler.py") == [("RC102", 10)]
+
+
+
 ENCODE_LOADER = """
 import tqdm
 from torch.utils.data import DataLoader

@@ -1223,3 +1223,28 @@ def test_a_merge_that_sets_the_entry_it_changed_before_loading_it_back_keeps_no_
     assert _messages(LORA_MERGE.replace("KEY", "\"weight\""), "RC151") == []
     [stale] = _messages(LORA_MERGE.replace("KEY", "\"bias\""), "RC151")
     assert "is not a snapshot" in stale
+
+
+SINKHORN_FILTER = """
+import torch
+import torch.nn as nn
+
+
+class CoarseMatching(nn.Module):
+    def forward(self, sim_matrix, L, S):
+        assign_matrix = self.log_optimal_transport(sim_matrix).exp()
+        conf_matrix = assign_matrix[:, :-1, :-1]
+        if {test}:
+            filter0 = (assign_matrix.max(dim=2)[1] == S)[:, :-1]
+            conf_matrix[filter0[..., None].repeat(1, 1, S)] = 0
+        return conf_matrix.sum()
+"""
+
+
+def test_a_write_on_the_evaluation_path_breaks_no_backward() -> None:
+    # LoFTR's coarse matching zeroes dustbin rows of `exp()`'s output, which autograd saved,
+    # but only `if not self.training`: in evaluation nothing calls backward. The same write
+    # on the training path breaks the backward pass.
+    assert _messages(SINKHORN_FILTER.format(test="not self.training and self.skh_prefilter"), "RC201") == []
+    [broken] = _messages(SINKHORN_FILTER.format(test="self.skh_prefilter"), "RC201")
+    assert "autograd saved at line 7" in broken

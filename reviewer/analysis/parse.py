@@ -163,6 +163,14 @@ class Scope:
     def contains(self, line: int) -> bool:
         return self.start <= line <= self.end
 
+    @property
+    def takes_self(self) -> bool:
+        """A method whose first parameter is the instance (or class): not a `@staticmethod`,
+        to which a call passes its first argument there."""
+        if self.kind != "method" or not isinstance(self.node, cst.FunctionDef):
+            return False
+        return not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in self.node.decorators)
+
 
 def is_test_path(path: str) -> bool:
     """A test's file (`tests/...`, `test_*.py`, `*_test.py`, `conftest.py`): code that checks

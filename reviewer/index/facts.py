@@ -97,6 +97,13 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
     }
 
 
+def _method_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
+    """A method's facts; `static`: a `@staticmethod`, whose first parameter is no `self`
+    (a call `self.top_k(logits)` passes `logits` for it)."""
+    static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+    return {**function_facts(fn), "static": static}
+
+
 # Methods and functions whose result can carry no graph: new tensors that do not require
 # grad, integer or boolean results, cuts, numbers.
 _NO_GRAPH_METHODS = frozenset(
@@ -570,7 +577,7 @@ def file_facts(text: str) -> Facts:
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            classes[node.name] = {"line": node.lineno, "methods": {m.name: function_facts(m) for m in defs}}
+            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}}
             for m in defs:
                 calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

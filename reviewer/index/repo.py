@@ -25,7 +25,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 21
+INDEX_VERSION = 22
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class RepoIndex:
             fn = info["methods"].get(method)
             if fn is None:
                 return None
-            params = fn["params"][1:]
+            params = fn["params"][_after_self(fn) :]
             param = keyword if keyword is not None else (params[position] if position is not None and position < len(params) else None)
             kept = fn["keeps"].get(param) if param else None
             if kept is None:
@@ -189,8 +189,7 @@ class RepoIndex:
             return None
         facts = self.facts(path) or {}
         defs = [facts.get("functions", {}).get(caller)] if kind == "function" else [c["methods"].get(caller) for c in facts.get("classes", {}).values()]
-        after_self = 1 if kind == "method" else 0
-        places = {fn["params"][after_self:].index(param) for fn in defs if fn is not None and param in fn["params"][after_self:]}
+        places = {fn["params"][_after_self(fn, kind) :].index(param) for fn in defs if fn is not None and param in fn["params"][_after_self(fn, kind) :]}
         if len(places) != 1:
             return None
         return self.callers_drop(caller, places.pop(), param, None, depth)
@@ -389,6 +388,12 @@ def _names_file(module: str, importer: str, target: str, defines: Callable[[str]
             if own is not None:
                 return not own
     return not dots and (target.endswith(f"/{rest}.py") or target.endswith(f"/{rest}/__init__.py"))
+
+
+def _after_self(fn: Facts, kind: str = "method") -> int:
+    """How many leading parameters a call does not pass: `self` for a method, none for a
+    function or a `@staticmethod`."""
+    return 1 if kind == "method" and not fn.get("static") else 0
 
 
 def _visible(name: str, kind: str) -> bool:

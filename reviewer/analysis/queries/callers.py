@@ -32,11 +32,11 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
 
 def position_of(scope: Scope, arg: str) -> int | None:
     """Where a call passes `arg` positionally: its index among the parameters, after `self`
-    for a method; None for a keyword-only parameter."""
+    for a method (not a `@staticmethod`); None for a keyword-only parameter."""
     if not isinstance(scope.node, cst.FunctionDef):
         return None
     params = [p.name.value for p in scope.node.params.params]
-    if scope.kind == "method" and params:
+    if scope.takes_self and params:
         params = params[1:]
     return params.index(arg) if arg in params else None
 

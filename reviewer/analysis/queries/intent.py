@@ -251,3 +251,35 @@ def _reset_before_use(fn: cst.FunctionDef, arg: str) -> bool:
 
     fn.body.visit(_Walk())
     return bool(found) and found[0][1]
+
+
+def in_evaluation_arm(flow: FunctionFlow, node: cst.CSTNode) -> bool:
+    """`node` runs only when the module is in evaluation mode: in the body of `if not
+    self.training:` (alone or joined with `and`), or the `else` of `if self.training:`.
+    Nothing backpropagates through what evaluation computes, unless a caller trains a model
+    left in `eval()`, which is rare and deliberate."""
+    scope = flow.scope.node if flow.scope is not None else None
+    if scope is None:
+        return False
+    line = flow.file.line_of(node)
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_If(self, branch: cst.If) -> None:
+            nonlocal found
+            body_start, body_end = flow.file.span(branch.body)
+            if body_start <= line <= body_end:
+                found = found or _evaluation_test(branch.test)
+            elif branch.orelse is not None and isinstance(branch.orelse, cst.Else):
+                start, end = flow.file.span(branch.orelse)
+                found = found or (start <= line <= end and code_of(branch.test) == "self.training")
+
+    scope.visit(Find())
+    return found
+
+
+def _evaluation_test(test: cst.BaseExpression) -> bool:
+    """`not self.training`, or an `and` one of whose operands is."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _evaluation_test(test.left) or _evaluation_test(test.right)
+    return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and code_of(test.expression) == "self.training"

@@ -141,7 +141,7 @@ def callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
     # An instance's calls (`batch.chooser(logits)`) are its class's `__call__`'s.
     cls = scope.class_node.name.value if scope.name == "__call__" and scope.class_node is not None else None
     ask = functools.partial(flow.index.instance_callers_drop, cls) if cls else functools.partial(flow.index.callers_drop, scope.name)
-    return ask(position_of(scope, arg), arg, _signature(scope.node, scope.kind == "method")) is True
+    return ask(position_of(scope, arg), arg, _signature(scope.node, scope.takes_self)) is True
 
 
 def _signature(fn: cst.FunctionDef, method: bool) -> Signature:

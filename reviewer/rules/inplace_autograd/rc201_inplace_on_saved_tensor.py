@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.autograd import reaches_a_backward, saved_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.queries.intent import deliberate_write, in_evaluation_arm
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
@@ -285,8 +285,8 @@ class InplaceOnSavedTensor(Rule):
             if (deliberate_write(write) and write.op != "optimizer.step()") or write.target.via == "data" or write.opted_in:
                 continue  # (an `inplace` flag's arm: a mode the caller chose, for inference or memory)
             saved = saved_before(flow, write)
-            if saved is None or not reaches_a_backward(flow, saved):
-                continue  # (what was saved only feeds a comparison, an argmax: no backward runs through it)
+            if saved is None or not reaches_a_backward(flow, saved) or in_evaluation_arm(flow, write.node):
+                continue  # (what was saved only feeds a comparison, an argmax, or runs in evaluation: no backward runs through it)
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off (a decoder's search): nothing was saved for a backward
             what = short_code(write.stmt or write.node)
