@@ -1248,3 +1248,53 @@ def test_a_write_on_the_evaluation_path_breaks_no_backward() -> None:
     assert _messages(SINKHORN_FILTER.format(test="not self.training and self.skh_prefilter"), "RC201") == []
     [broken] = _messages(SINKHORN_FILTER.format(test="self.skh_prefilter"), "RC201")
     assert "autograd saved at line 7" in broken
+
+
+SCALE_ZP = """
+import torch
+
+
+def scale_zp(level_low, level_high, input_low, input_high):
+    y_zero_point = (level_low * input_high - level_high * input_low) / (input_high - input_low)
+    level_low {op} torch.ones_like(y_zero_point).to(torch.int8)
+    level_low = level_low.to(y_zero_point.device)
+    return torch.max(level_low, torch.round(y_zero_point)), level_high
+"""
+
+
+def test_what_a_name_is_after_an_augmented_assignment_of_a_tensor_says_nothing_of_the_argument() -> None:
+    # nncf's quantizer export takes integer quantization levels: `level_low *= torch.ones_like(...)`
+    # makes a tensor of the product, and `level_low.to(...)` after it is that tensor's method,
+    # not a sign that the caller passed one. Asking its `.dim()` before the write is.
+    assert _messages(SCALE_ZP.format(op="*="), "RC102") == []
+    [written] = _messages(SCALE_ZP.replace("    y_zero_point = (", "    rank = level_low.dim()\n    y_zero_point = (", 1).format(op="*="), "RC102")
+    assert "level_low" in written
+
+
+GPTVQ = """
+import torch
+
+FINE_TUNE = False
+
+
+def optimize(weight: torch.Tensor, hessian: torch.Tensor):
+    if FINE_TUNE:
+        original_hessian = hessian.clone()
+    else:
+        original_hessian = hessian
+    dead = torch.diag(hessian) == 0
+    hessian[dead, dead] = 1
+    rounded = weight / torch.diag(hessian)
+    if {flag}:
+        rounded = rounded - original_hessian.mean()
+    return rounded
+"""
+
+
+def test_two_branches_on_one_flag_take_the_same_arm() -> None:
+    # aimet's GPTVQ keeps `original_hessian = hessian` (no copy) only when fine-tuning is off,
+    # and reads it only under the same flag, where it is a clone: the write into `hessian`
+    # never shows through a name that is read. Read under another flag, it may.
+    assert _messages(GPTVQ.format(flag="FINE_TUNE"), "RC101") == []
+    [seen] = _messages(GPTVQ.format(flag="weight.is_cuda"), "RC101")
+    assert "original_hessian" in seen

@@ -11,6 +11,7 @@ from review_copies.analysis.context import Context
 from review_copies.analysis.events import Accumulate, Bind, Store, Write
 from review_copies.analysis.guesses import backward_reaches
 from review_copies.analysis.narrowing import type_test
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import UNKNOWN, Kind, Tri, Value
 
@@ -113,7 +114,7 @@ class Assignments(Context):
         if before.kind in (Kind.TENSOR, Kind.NDARRAY):
             self.emit(Write, stmt, target=before, target_node=target, op=op, source=added)
             after = before.but(grad=self.grad_of(before, added) if before.kind is Kind.TENSOR else Tri.NO)
-        elif added.kind is Kind.TENSOR and before.kind is Kind.UNKNOWN and key in self.flow.params and not parameters.is_scalar(self, key):
+        elif added.kind is Kind.TENSOR and before.kind is Kind.UNKNOWN and key in self.flow.params and not parameters.is_scalar(self, key) and not _times_ones(stmt):
             # `points += noise` on an argument: a tensor or array is changed in place (a number
             # would only be rebound, but numbers are not combined with tensors like this).
             as_tensor = before.but(kind=Kind.TENSOR)
@@ -131,3 +132,16 @@ class Assignments(Context):
         if key:
             self.state[key] = after.but(fresh=False)
 
+
+
+def _times_ones(stmt: cst.AugAssign) -> bool:
+    """`level *= torch.ones_like(zp).to(torch.int8)`: multiplying by ones changes no value, so
+    the one reason to write it is to make a number (or a smaller tensor) into a tensor of that
+    shape; the name is rebound to the product, and nothing says the argument was a tensor."""
+    if not isinstance(stmt.operator, cst.MultiplyAssign):
+        return False
+    value = stmt.value
+    # `.to(dtype)`, `.int()`, `.cuda()`: still ones.
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in api.MAYBE_SELF_METHODS:
+        value = value.func.value
+    return isinstance(value, cst.Call) and dotted(value.func).rpartition(".")[2] in ("ones_like", "ones", "new_ones")

@@ -69,6 +69,8 @@ class Context:
         # How many enclosing arms run because an `inplace` flag asked for them.
         self.opted_in = 0
         self.counters = Counters()
+        # A flag an `if` tested: its branch id, and how many events had run then.
+        self.flag_branches: dict[str, tuple[int, int]] = {}
         self.backward_names: frozenset[str] = frozenset()
         self.scalar_defaults: frozenset[str] = frozenset()
         # What `@pytest.mark.parametrize` feeds each parameter it names.

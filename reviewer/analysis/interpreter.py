@@ -14,7 +14,7 @@ import libcst as cst
 from review_copies.analysis import expressions, parameters
 from review_copies.analysis.assignments import Assignments
 from review_copies.analysis.context import State, join_states
-from review_copies.analysis.events import Accumulate, FunctionFlow, Loop, Return
+from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, Return
 from review_copies.analysis.guesses import usage_evidence
 from review_copies.analysis.narrowing import gpu_flag_test, narrow
 from review_copies.analysis.queries.callers import called_only_under_no_grad, under_grad_off_fixture
@@ -106,16 +106,16 @@ class Interpreter(Assignments):
         before = dict(self.state)
         when_true, when_false = self.narrowing(stmt.test)
         self.state.update(when_true)
-        branch = self.branch_id()
-        self.arm_stack.append((branch, 0))
+        branch, flip = self.flag_branch(stmt.test)
+        self.arm_stack.append((branch, flip))
         flagged = opt_in_arm(stmt.test)
         self.opted_in += flagged == 0
         self.block(stmt.body.body)
         self.opted_in -= flagged == 0
         body_exits, else_exits = _exits(stmt.body.body), _orelse_exits(stmt)
         if body_exits:
-            self.flow.exited_arms.add((branch, 0))
-        self.arm_stack[-1] = (branch, 1)
+            self.flow.exited_arms.add((branch, flip))
+        self.arm_stack[-1] = (branch, 1 - flip)
         after_body = self.state
         self.state = {**before, **when_false}
         if stmt.orelse is not None:
@@ -123,7 +123,7 @@ class Interpreter(Assignments):
             self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
             self.opted_in -= flagged == 1
             if else_exits:
-                self.flow.exited_arms.add((branch, 1))
+                self.flow.exited_arms.add((branch, 1 - flip))
         self.arm_stack.pop()
         after_else = self.state
         self.state = _after_if(body_exits, else_exits, after_body, after_else)
@@ -134,6 +134,24 @@ class Interpreter(Assignments):
                 unmoved = after_else.get(key)
                 if value.device.may_be_gpu and unmoved is not None and not unmoved.device.may_be_gpu and key in self.state:
                     self.state[key] = self.state[key].but(gpu_if=flag)
+
+    def flag_branch(self, test: cst.BaseExpression) -> tuple[int, int]:
+        """The branch id of an `if` and which arm its body is (0, or 1 under `not`). Two
+        `if`s on the same flag (`if FINE_TUNE:` ... `if FINE_TUNE:`, `if not self.training:`),
+        with nothing binding the flag between them, take the same arms in one run: they share
+        an id, so what one arm binds is never what the other flag arm reads."""
+        flip = 0
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            flip, test = 1 - flip, test.expression
+        key = dotted(test)
+        if not key or self.loop_stack:
+            return self.branch_id(), 0
+        seen = self.flag_branches.get(key)
+        if seen is not None and not any(isinstance(e, Bind) and (e.name == key or key.startswith(e.name + ".")) for e in self.flow.events[seen[1] :]):
+            return seen[0], flip
+        branch = self.branch_id()
+        self.flag_branches[key] = (branch, len(self.flow.events))
+        return branch, flip
 
     def branch_id(self) -> int:
         """A new branch's id; 0 inside a loop, where one iteration may take one arm and

@@ -155,10 +155,11 @@ def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
     pairs = []
     writer_bind = last_bind(flow, writer, write.index, reaching=write)
     for holder, value in holders_before(flow, write, write.target.roots, writer).items():
-        reads = reads_after(flow, write, holder, write.target.roots)
+        holder_bind = last_bind(flow, holder, write.index, reaching=write)
+        # A read in the other arm of the flag the alias was bound under sees another value.
+        reads = [r for r in reads_after(flow, write, holder, write.target.roots) if holder_bind is None or not r.exclusive_with(holder_bind)]
         if not reads:
             continue
-        holder_bind = last_bind(flow, holder, write.index, reaching=write)
         if disjoint_slices(flow, writer_bind, holder_bind):
             continue
         pairs.append(
