@@ -1096,18 +1096,7 @@ def test_a_change_that_makes_a_helper_write_its_argument_is_quiet_when_no_caller
     assert "This change makes `pool` write into its argument `attention_mask`" in result.json["findings"][0]["message"]
 
 
-TRACKER_UTILS = """
-import torch
-
-
-class AverageMeter:
-    def __init__(self):
-        self.sum, self.count = 0.0, 0
-
-    def update(self, val, n=1):
-        self.sum += val * n
-        self.count += n
-
+TRACKER_UTILS = "\nimport torch\n\n" + METER + """
 
 class LossTracker:
     def __init__(self):

@@ -133,7 +133,6 @@ class Assignments(Context):
             self.state[key] = after.but(fresh=False)
 
 
-
 def _times_ones(stmt: cst.AugAssign) -> bool:
     """`level *= torch.ones_like(zp).to(torch.int8)`: multiplying by ones changes no value, so
     the one reason to write it is to make a number (or a smaller tensor) into a tensor of that

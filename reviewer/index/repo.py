@@ -189,7 +189,8 @@ class RepoIndex:
             return None
         facts = self.facts(path) or {}
         defs = [facts.get("functions", {}).get(caller)] if kind == "function" else [c["methods"].get(caller) for c in facts.get("classes", {}).values()]
-        places = {fn["params"][_after_self(fn, kind) :].index(param) for fn in defs if fn is not None and param in fn["params"][_after_self(fn, kind) :]}
+        passed = [fn["params"][_after_self(fn, kind) :] for fn in defs if fn is not None]
+        places = {params.index(param) for params in passed if param in params}
         if len(places) != 1:
             return None
         return self.callers_drop(caller, places.pop(), param, None, depth)

@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind, name_of
+from review_copies.analysis.queries.callers import passed
 from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -300,34 +301,17 @@ def _nested_calls_pass_one(flow: FunctionFlow, param: str) -> bool:
     scope = flow.scope
     if scope is None or scope.kind != "function" or not scope.parents or not isinstance(scope.parents[-1], cst.FunctionDef):
         return False
-    assert isinstance(scope.node, cst.FunctionDef)
-    params = scope.node.params
-    if param not in [p.name.value for p in params.params]:
-        return False
-    position = [p.name.value for p in params.params].index(param)
+    sites = passed(flow, param)
     helper = scope.name
-    calls: list[cst.Call] = []
     mentions = 0
 
-    class Find(cst.CSTVisitor):
+    class Count(cst.CSTVisitor):
         def visit_Name(self, node: cst.Name) -> None:
             nonlocal mentions
             mentions += node.value == helper
 
-        def visit_Call(self, call: cst.Call) -> None:
-            if isinstance(call.func, cst.Name) and call.func.value == helper:
-                calls.append(call)
-
-    scope.parents[-1].visit(Find())
+    scope.parents[-1].visit(Count())
     # The `def`'s own name is one mention; any other that is not a call hands the helper on.
-    if not calls or mentions != len(calls) + 1:
+    if not sites or mentions != len(sites) + 1:
         return False
-
-    def passed(call: cst.Call) -> cst.BaseExpression | None:
-        if any(a.star for a in call.args):
-            return None
-        named = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
-        positional = [a.value for a in call.args if a.keyword is None]
-        return named if named is not None else (positional[position] if position < len(positional) else None)
-
-    return all((arg := passed(call)) is not None and _one_element_spelled(arg) for call in calls)
+    return all(value is not None and not any(a.star for a in call.args) and _one_element_spelled(value) for call, value in sites)
