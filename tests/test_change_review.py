@@ -1195,3 +1195,34 @@ def test_a_caller_that_puts_the_result_where_the_argument_was_drops_the_argument
     repo.write("debug.py", "from heads import _sigmoid\n\n\ndef show(output):\n    output['prob'] = _sigmoid(output['hm'])\n    return output\n")
     repo.commit("a caller that keeps the logits")
     assert _whole_file(repo, tmp_path, "heads.py") == [("RC102", 5)]
+
+
+HARNESS_TEST = """
+import torch
+
+
+class TestInplace:
+    def test_inplace_view_modify_base(self):
+        r = torch.ones(1, requires_grad=True)
+        x = torch.ones(5)
+
+        def fn(r, x):
+            v = x.select(0, 1)
+            x.add_(r)
+            v.sum().backward()
+            return r.grad
+
+        self.runAtenTest((r, x), {call})
+"""
+
+
+def test_a_tests_closure_handed_to_its_harness_may_write_its_argument(repo: Repo, tmp_path: Path) -> None:
+    # pytorch/xla's op tests hand a closure to `runAtenTest`, which runs it on CPU and XLA
+    # copies of the inputs: the in-place write is what the test checks. The same closure
+    # called directly, its result kept while `x` is still in hand, is reported.
+    repo.write("tests/test_ops.py", HARNESS_TEST.format(call="fn"))
+    repo.commit("a harnessed op test")
+    assert _whole_file(repo, tmp_path, "tests/test_ops.py") == []
+    repo.write("tests/test_ops.py", HARNESS_TEST.format(call="fn") + "        grad = fn(r, x)\n        assert x.sum() > 0 and grad is not None\n")
+    repo.commit("the closure called directly as well")
+    assert _whole_file(repo, tmp_path, "tests/test_ops.py") == [("RC102", 11)]

@@ -325,7 +325,7 @@ def _string(cx: Context, node: cst.BaseExpression) -> Value:
         low = text.lower()
         if low == "cpu":
             return Value(kind=Kind.DEVICE, grad=Tri.NO, device=Device.CPU)
-        if low.startswith("cuda"):
+        if low.startswith("cuda") or low.split(":")[0] in api.ACCELERATOR_DEVICE_STRINGS:
             return Value(kind=Kind.DEVICE, grad=Tri.NO, device=Device.CUDA)
     return OTHER
 

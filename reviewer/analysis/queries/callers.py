@@ -345,6 +345,31 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
     return file.once("call_contexts", compute)
 
 
+def handed_over(flow: FunctionFlow) -> bool:
+    """A function nested in another that never calls it but passes it on to a call
+    (`self.runAtenTest((r, x), fn)`, `self.run_test(fn, init, xs)`): what it receives, and
+    what becomes of it, is the receiving harness's business, not a caller's in sight."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    outer = next((p for p in reversed(scope.parents) if isinstance(p, cst.FunctionDef)), None)
+    if outer is None:
+        return False
+    name = scope.name
+    called = passed_on = False
+
+    class Uses(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal called, passed_on
+            if isinstance(node.func, cst.Name) and node.func.value == name:
+                called = True
+            if any(isinstance(a.value, cst.Name) and a.value.value == name for a in node.args):
+                passed_on = True
+
+    outer.body.visit(Uses())
+    return passed_on and not called
+
+
 def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
     """Calls of this very function: `f(...)` for a function, `self.f(...)` for a method (in
     its class, or in a subclass in the file that inherits it)."""

@@ -66,12 +66,19 @@ def few_steps(loop: Loop) -> bool:
 
 def one_iteration(flow: FunctionFlow, event: Event, loop: Loop) -> bool:
     """Does the event run in a single iteration of the loop only, under `if step == 0:`
-    (the loop's own counter compared with a number)? What it keeps is then one step's."""
+    (the loop's own counter compared with a number) or, where the loop counts (`range`,
+    `enumerate`: no value comes twice), `if i == start:` with a name the loop never
+    rebinds? What it keeps is then one step's."""
     node = loop.node
     if not isinstance(node, cst.For):
         return False
     counters = names_in(node.target)
-    finder = _IfCounterIs(counters)
+    invariant: frozenset[str] = frozenset()
+    counting = _counting(node)
+    if counting:
+        rebound = {e.name for e in flow.of(Bind) if loop.start <= e.line <= loop.end}
+        invariant = frozenset(n for n in names_in(node.body) if n not in rebound and n not in counters)
+    finder = _IfCounterIs(counters, counting, invariant)
     node.body.visit(finder)
     for branch in finder.found:
         if not isinstance(branch.body, cst.IndentedBlock):
@@ -85,12 +92,21 @@ def one_iteration(flow: FunctionFlow, event: Event, loop: Loop) -> bool:
 
 
 class _IfCounterIs(cst.CSTVisitor):
-    """The `if COUNTER == NUMBER:` statements of a loop body (nested loops not entered: their
-    iterations are not the outer loop's)."""
+    """The `if COUNTER == NUMBER:` (or `== NAME` with a name in `invariant`) statements of a
+    loop body (nested loops not entered: their iterations are not the outer loop's)."""
 
-    def __init__(self, counters: frozenset[str]) -> None:
+    def __init__(self, counters: frozenset[str], counting: frozenset[str], invariant: frozenset[str]) -> None:
         self.counters = counters
+        self.counting = counting
+        self.invariant = invariant
         self.found: list[cst.If] = []
+
+    def _once(self, counter: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+        if not isinstance(counter, cst.Name):
+            return False
+        if isinstance(other, cst.Integer):
+            return counter.value in self.counters
+        return counter.value in self.counting and isinstance(other, cst.Name) and other.value in self.invariant
 
     def visit_For(self, node: cst.For) -> bool:
         return False
@@ -105,8 +121,21 @@ class _IfCounterIs(cst.CSTVisitor):
         test = node.test
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal):
             sides = (test.left, test.comparisons[0].comparator)
-            if any(isinstance(a, cst.Name) and a.value in self.counters and isinstance(b, cst.Integer) for a, b in (sides, sides[::-1])):
+            if self._once(*sides) or self._once(*sides[::-1]):
                 self.found.append(node)
+
+
+def _counting(node: cst.For) -> frozenset[str]:
+    """The loop's counter, which takes each value once: the target of `range(...)`, the
+    first target of `enumerate(...)`; none for other iterables (a value may come twice)."""
+    it = node.iter
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name)):
+        return frozenset()
+    if it.func.value == "range" and isinstance(node.target, cst.Name):
+        return frozenset({node.target.value})
+    if it.func.value == "enumerate" and isinstance(node.target, cst.Tuple) and isinstance(node.target.elements[0].value, cst.Name):
+        return frozenset({node.target.elements[0].value.value})
+    return frozenset()
 
 
 def bound_outside(flow: FunctionFlow, name: str, loop: Loop) -> bool:

@@ -147,6 +147,12 @@ MODULE_CLASS_PREFIXES = ("torch.nn.", "nn.")
 # (a SciPy sparse matrix's `.data`, a DataFrame's `.values`). NumPy is modelled on its own.
 NON_TORCH_LIBRARIES = ("scipy.", "pandas.", "sklearn.", "networkx.")
 OPTIMIZER_PREFIX = "torch.optim."
+# Functions that name a device other than the CPU (an XLA device: a TPU or GPU). The
+# analysis has one word for "not the CPU", Device.CUDA: what matters to copies is that
+# moving a CPU tensor there always copies, and that NumPy cannot read it in place.
+ACCELERATOR_DEVICE_FUNCTIONS = frozenset(("torch_xla.device", "torch_xla.core.xla_model.xla_device"))
+# Device strings of such devices (`"xla"`, `"xla:0"`, `"mps"`, `"xpu"`), beside `"cuda"`.
+ACCELERATOR_DEVICE_STRINGS = frozenset(("xla", "mps", "xpu", "hpu", "npu"))
 GRAD_MODE_OFF = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"))
 GRAD_MODE_ON = frozenset(("torch.enable_grad", "torch.autograd.enable_grad"))
 

@@ -48,6 +48,8 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         return first.but(fresh=False, roots=first.roots | cx.new_root(node, "shallow"), via=first.via or "shallow-copy")
     if qual == "torch.device":
         return Value(kind=Kind.DEVICE, grad=Tri.NO, device=cx.device_of(first))
+    if qual in api.ACCELERATOR_DEVICE_FUNCTIONS:
+        return Value(kind=Kind.DEVICE, grad=Tri.NO, device=Device.CUDA)
     if qual == "torch.clone":
         return first.but(roots=cx.new_root(node), fresh=True, leaf=False, via="", certain=True) if first.kind is Kind.TENSOR else UNKNOWN
     if qual.startswith("torch.") and short in api.VIEW_METHODS | api.MAYBE_VIEW_METHODS and first.kind is Kind.TENSOR:

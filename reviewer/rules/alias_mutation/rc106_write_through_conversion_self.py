@@ -134,6 +134,20 @@ class WriteThroughConversionSelf(WriteThroughAlias):
             """,
             "`window` is a slice of `arr`, not what `.to` returned: the write into `arr` is a view's, and the point",
         ),
+        Valid(
+            """
+            import torch
+            import torch_xla
+            def test_stepped_assign():
+                device = torch_xla.device()
+                a = torch.ones((3, 10))
+                on_xla = a.to(device)
+                a[:, 1::2] = 2
+                on_xla[:, 1::2] = 2
+                assert torch.equal(a, on_xla.cpu())
+            """,
+            "an XLA device is never the CPU: moving a CPU tensor there always copies",
+        ),
     )
     INVALID = (
         Invalid(

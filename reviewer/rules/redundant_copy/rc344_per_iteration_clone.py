@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Accumulate, Bind, Call, FunctionFlow, Loop, Store, Use
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import name_of
-from review_copies.analysis.queries.loops import bound_outside
+from review_copies.analysis.queries.loops import bound_outside, one_iteration
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri, Value
@@ -48,7 +48,8 @@ class PerIterationCloneIntoNewTensor(Rule):
 
     ## Fix safety
     No automatic fix (it moves code out of the loop); the message says what to change.
-    Clones that are kept (appended, yielded, returned) are not reported, nor are loops in
+    Clones that are kept (appended, yielded, returned) are not reported, nor clones under
+    `if i == 0:` (or `if i == start:` in a `range`/`enumerate` loop), which run once, nor loops in
     a test's file (`tests/`, `test_*.py`), which run a few times to check results.
     """
 
@@ -141,6 +142,23 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "`hyp` has attributes no tensor has (`log_prob`): a hypothesis object, whose clone is not a tensor buffer",
         ),
+        Valid(
+            """
+            import torch
+            def generate(model, init_out: torch.Tensor, init_state: torch.Tensor, start: int, length: int):
+                tokens = []
+                for i in range(start, start + length):
+                    if i == start:
+                        out = init_out.clone()
+                        state = init_state.clone()
+                    else:
+                        out, state = model(tokens[-1], state)
+                    out[0] = -1e9
+                    tokens.append(int(out.argmax()))
+                return tokens
+            """,
+            "the clones run in the loop's first iteration only (`if i == start:`): one copy per loop, not one per iteration",
+        ),
     )
     INVALID = (
         Invalid(
@@ -168,6 +186,8 @@ class PerIterationCloneIntoNewTensor(Rule):
             if source is None or not isinstance(source, (cst.Name, cst.Attribute)):
                 continue
             loop = flow.loops[bind.loops[-1]]
+            if one_iteration(flow, bind, loop):
+                continue  # `if i == start: out = init.clone()`: one copy per loop, not one per iteration
             src_name = name_of(source)
             if not src_name:
                 continue  # `getattr(head, f"proto{j}").weight.clone()`: the source is looked up anew every iteration
