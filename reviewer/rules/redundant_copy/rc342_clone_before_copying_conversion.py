@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.guesses import INTEGER_NAME
 from review_copies.analysis.rewrite import clean_args, kwarg, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, dotted, names_in, short_code
@@ -41,6 +42,10 @@ class CloneBeforeCopyingConversion(Rule):
 
     ## Fix safety
     Safe: one copy instead of two, with the same values, memory format and gradient.
+
+    ## Known problems
+    Where the dtype is not known, a dtype method is taken to change it; a tensor named for
+    ids or indices (`text_ids.clone().long()`) is taken to be integer already and left.
     """
 
     code = "RC342"
@@ -67,8 +72,31 @@ class CloneBeforeCopyingConversion(Rule):
             """,
             "x may already be on the CPU, where .cpu() returns it: the clone is the copy",
         ),
+        Valid(
+            """
+            import torch
+            def prompt(text_ids: torch.Tensor) -> torch.Tensor:
+                ids = text_ids.clone().long()
+                ids[:, 0] = 0
+                return ids
+            """,
+            "token ids are int64 already: `.long()` returns the clone, which is the one copy",
+        ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            def track_ids(targets: torch.Tensor) -> torch.Tensor:
+                return targets[:, 1].clone().long()
+            """,
+            line=3,
+            fix="""
+            import torch
+            def track_ids(targets: torch.Tensor) -> torch.Tensor:
+                return targets[:, 1].to(torch.int64, copy=True)
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -164,6 +192,8 @@ class CloneBeforeCopyingConversion(Rule):
                 args = [cst.Arg(cst.SimpleString(_COPYING_CONVERSIONS[name])), kwarg("copy", cst.Name("True"))]
                 args = clean_args(args)
             elif name in api.DTYPE_METHODS and not event.call.args and torch_name and event.receiver.dtype != api.DTYPE_METHODS[name]:
+                if event.receiver.dtype is None and name in ("long", "int") and _named_integer(base):
+                    continue  # `text_ids.clone().long()`: ids are integer already, and the clone is the one copy
                 dtype = next(k for k, v in api.DTYPE_CONSTANTS.items() if v == api.DTYPE_METHODS[name] and k.endswith(api.DTYPE_METHODS[name]))
                 args = clean_args([cst.Arg(cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(dtype.split(".")[1]))), kwarg("copy", cst.Name("True"))])
             if args is None:
@@ -184,6 +214,11 @@ class CloneBeforeCopyingConversion(Rule):
 
 
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
+
+
+def _named_integer(base: cst.BaseExpression) -> bool:
+    """A name or attribute (not a slice of one: `t[:, 1]` of a float table) named for ids."""
+    return isinstance(base, (cst.Name, cst.Attribute)) and bool(INTEGER_NAME.search(dotted(base).split(".")[-1]))
 
 
 def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
