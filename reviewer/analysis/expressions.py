@@ -10,6 +10,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Call, Use
+from review_copies.analysis.narrowing import gpu_flag_test
 from review_copies.analysis.semantics import api, callables, functions, methods
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.semantics.modules import MODULE_METHODS
@@ -275,7 +276,13 @@ def _conditional(cx: Context, node: cst.IfExp) -> Value:
     orelse = cx.ev(node.orelse)
     cx.opted_in -= flagged == 1
     cx.state = before
-    return body.join(orelse)
+    joined = body.join(orelse)
+    flag = gpu_flag_test(node.test.expression if isinstance(node.test, cst.UnaryOperation) and isinstance(node.test.operator, cst.Not) else node.test)
+    if flag and joined.device.may_be_gpu and {body.device, orelse.device} == {Device.CUDA, Device.CPU}:
+        # `"cuda" if is_cuda else "cpu"`: a GPU exactly when the flag holds, so under
+        # `if is_cuda: ... else:` the tensors put there are on the CPU in the `else` arm.
+        return joined.but(gpu_if=flag)
+    return joined
 
 
 # ------------------------------------------------------------- literals

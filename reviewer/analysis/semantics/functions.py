@@ -47,7 +47,7 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
         return first.but(fresh=False, roots=first.roots | cx.new_root(node, "shallow"), via=first.via or "shallow-copy")
     if qual == "torch.device":
-        return Value(kind=Kind.DEVICE, grad=Tri.NO, device=cx.device_of(first))
+        return Value(kind=Kind.DEVICE, grad=Tri.NO, device=cx.device_of(first), gpu_if=first.gpu_if)
     if qual in api.ACCELERATOR_DEVICE_FUNCTIONS:
         return Value(kind=Kind.DEVICE, grad=Tri.NO, device=Device.CUDA)
     if qual == "torch.clone":
@@ -90,11 +90,13 @@ def _factory(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[
     if qual == "torch.tensor" and first.kind is Kind.TENSOR:
         device = first.device if "device" not in kwargs else device
         dtype = dtype or first.dtype
+    placed = kwargs["device"] if "device" in kwargs else first if qual.endswith("_like") or qual == "torch.tensor" else None
     return Value(
         kind=Kind.TENSOR,
         grad=Tri.YES if requires else Tri.NO,
         leaf=requires,
         device=device,
+        gpu_if=placed.gpu_if if placed is not None and device.may_be_gpu else "",
         dtype=dtype,
         roots=cx.new_root(node),
         fresh=True,

@@ -87,6 +87,7 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     """`.to()`, `.cpu()`, `.float()`...: the same tensor when nothing changes, else a copy."""
     target_device: Device | None = None
     target_dtype: str | None = None
+    target_flag = ""
     if method == "cpu":
         target_device = Device.CPU
     elif method == "cuda":
@@ -98,7 +99,7 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
             return cx.tensor(node, recv, origin=origin).but(device=recv.device)
         for value in (*args, *(v for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
             if value.kind is Kind.DEVICE:
-                target_device = value.device
+                target_device, target_flag = value.device, value.gpu_if
             elif value.dtype is not None and value.kind is Kind.OTHER:
                 target_dtype = value.dtype
             elif value.kind is Kind.TENSOR:
@@ -117,9 +118,10 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     if device is Device.MAYBE_CUDA and recv.device is Device.CUDA:
         device = Device.CUDA
     dtype = target_dtype or recv.dtype
+    flag = target_flag or (recv.gpu_if if target_device is None else "")  # `.to(device)` with `device = "cuda" if use_gpu else "cpu"`
     if differs_device or differs_dtype:
-        return cx.tensor(node, recv, origin=origin).but(device=device or Device.UNKNOWN, dtype=dtype)
-    return recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin)
+        return cx.tensor(node, recv, origin=origin).but(device=device or Device.UNKNOWN, dtype=dtype, gpu_if=flag)
+    return recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin, gpu_if=flag)
 
 
 def maybe_self(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:

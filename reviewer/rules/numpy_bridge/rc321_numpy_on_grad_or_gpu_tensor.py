@@ -162,8 +162,43 @@ class NumpyOnGradOrGpuTensor(Rule):
             """,
             "every chain of calls into it starts under no_grad (followed up the calls): the masks carry no graph",
         ),
+        Valid(
+            """
+            import torch
+            def segment(model, frames: torch.Tensor, is_cuda: bool):
+                device = "cuda" if is_cuda else "cpu"
+                with torch.no_grad():
+                    masks = torch.zeros(len(frames), 4, device=device)
+                    if is_cuda:
+                        return masks.cpu().numpy()
+                    else:
+                        return masks.numpy()
+            """,
+            "the device is a GPU exactly when `is_cuda` holds: in the `else` arm of `if is_cuda:` the masks are on the CPU",
+        ),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            def segment(frames: torch.Tensor, use_gpu: bool):
+                device = torch.device("cuda" if use_gpu else "cpu")
+                masks = (frames.to(device) > 0).float()
+                if use_gpu:
+                    print(masks.sum())
+                return masks.numpy()
+            """,
+            line=7,
+            fix="""
+            import torch
+            def segment(frames: torch.Tensor, use_gpu: bool):
+                device = torch.device("cuda" if use_gpu else "cpu")
+                masks = (frames.to(device) > 0).float()
+                if use_gpu:
+                    print(masks.sum())
+                return masks.detach().cpu().numpy()
+            """,
+        ),
         Invalid(
             """
             import torch
