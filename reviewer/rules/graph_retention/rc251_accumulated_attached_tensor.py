@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from review_copies.analysis.events import Accumulate, FunctionFlow
+import libcst as cst
+
+from review_copies.analysis.events import Accumulate, FunctionFlow, Loop
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, reset_each_optimizer_step, step_loop
@@ -235,9 +237,49 @@ class AccumulatedAttachedTensor(Rule):
             """,
             "set back to 0 after each optimizer step: it holds the few micro-batches of one step, whose activations backward already freed",
         ),
+        Valid(
+            """
+            import torch
+            def compute_aux_loss(aux_list: list, backward: bool = False):
+                aux_loss_sum = 0
+                for aux_loss in aux_list:
+                    aux_loss_sum += aux_loss
+                    if backward is True:
+                        aux_loss.backward()
+                return aux_loss_sum
+            """,
+            "the loop adds up the items of a list it was handed: the list keeps those graphs already, and it does not grow",
+        ),
     )
 
     INVALID = (
+        Invalid(
+            """
+            import torch
+            def train(model, batches, epochs: int, opt):
+                total = 0
+                for epoch in range(epochs):
+                    losses = [model(b).sum() for b in batches]
+                    for loss in losses:
+                        total += loss
+                    sum(losses).backward()
+                    opt.step()
+                return total
+            """,
+            line=7,
+            fix="""
+            import torch
+            def train(model, batches, epochs: int, opt):
+                total = 0
+                for epoch in range(epochs):
+                    losses = [model(b).sum() for b in batches]
+                    for loss in losses:
+                        total += loss.detach()
+                    sum(losses).backward()
+                    opt.step()
+                return total
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -280,6 +322,8 @@ class AccumulatedAttachedTensor(Rule):
             # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
             # only accumulation across training steps (or across calls, on self) retains graphs,
             # so the sum must have been started before the step loop, not reset in each step.
+            if loop is not None and len(acc.loops) == 1 and _sums_the_items(loop, acc):
+                continue  # `for aux in aux_losses: total += aux`: the list holds those graphs already, and it does not grow
             outer = step_loop(flow, acc) if loop is not None else None
             if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
                 continue
@@ -296,6 +340,18 @@ class AccumulatedAttachedTensor(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
+
+
+def _sums_the_items(loop: Loop, acc: Accumulate) -> bool:
+    """The loop walks a container it was handed (`for aux_loss in aux_list:`) and adds up its
+    items themselves: the sum keeps no graph the container does not keep already, and the
+    loop ends with the container, so nothing grows step after step (unless an outer loop
+    runs it again into the same sum: the caller checks that it is the only loop)."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or not isinstance(node.iter, (cst.Name, cst.Attribute)):
+        return False
+    value = acc.value_node
+    return isinstance(value, cst.Name) and value.value == node.target.value
 
 
 def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
