@@ -69,8 +69,11 @@ def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
     current = cx.state.get(key, UNKNOWN)
     quals = [q for node in kinds for q in (cx.qualnames(node) or (dotted(node),))]
     if any(q in _TENSOR_TYPES for q in quals):
+        not_tensor = {key: current.but(kind=Kind.OTHER, grad=Tri.NO) if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
+        if not all(q in _TENSOR_TYPES for q in quals):
+            return {}, not_tensor  # `isinstance(w, (Tensor, list))`: a tensor or a list in the true arm
         as_tensor = current if current.kind is Kind.TENSOR else current.but(kind=Kind.TENSOR, roots=current.roots or frozenset((roots.argument(key),)))
-        return {key: as_tensor}, {key: current.but(kind=Kind.OTHER, grad=Tri.NO) if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
+        return {key: as_tensor}, not_tensor
     if quals and all(q.startswith("torch.nn.") and last(q)[:1].isupper() for q in quals):
         has_params = Tri.NO if all(last(q) in api.PARAMETERLESS_MODULES for q in quals) else Tri.YES
         owned = current.roots or frozenset((roots.parameters(key),))

@@ -155,6 +155,17 @@ class CopyConstructFromTensor(Rule):
             """,
             "the flag decides what the arguments are: the arm that clones gets tensors, the one that constructs gets arrays",
         ),
+        Valid(
+            """
+            import torch
+            from torch import Tensor
+            def normalized(weights) -> Tensor:
+                if isinstance(weights, (Tensor, list)):
+                    return torch.tensor(weights) / sum(weights)
+                raise TypeError
+            """,
+            "`isinstance(weights, (Tensor, list))` lets a list through too: `weights.detach().clone()` would break it",
+        ),
     )
     INVALID = (
         Invalid(
