@@ -1298,3 +1298,21 @@ def test_two_branches_on_one_flag_take_the_same_arm() -> None:
     assert _messages(GPTVQ.format(flag="FINE_TUNE"), "RC101") == []
     [seen] = _messages(GPTVQ.format(flag="weight.is_cuda"), "RC101")
     assert "original_hessian" in seen
+
+
+def test_a_write_through_a_detached_conversion_says_when_it_reaches_the_caller() -> None:
+    # FBGEMM's reference backward rebinds `k2 = k2.to(dtype=compute_dtype).detach()` and then
+    # adds to it in place: the caller's `k2` changes only when it already has that dtype, and
+    # the message must say so rather than claim the write always reaches the caller.
+    [message] = _messages(
+        """
+        import torch
+        def simplicial_bwd(q, k2, compute_dtype=torch.bfloat16):
+            q = q.to(dtype=compute_dtype).detach()
+            k2 = k2.to(dtype=compute_dtype).detach()
+            k2 += 1 / q.shape[-1]
+            return q @ k2.transpose(-1, -2)
+        """,
+        "RC102",
+    )
+    assert "when the conversion returns the same tensor" in message

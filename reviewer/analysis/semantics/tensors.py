@@ -43,6 +43,9 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method == "copy_":
         return recv
     if method == "detach":
+        if not recv.certain and recv.via:
+            # `k.to(dtype=d).detach()`: shares with `k` exactly when `.to` returned `k` itself.
+            return recv.but(grad=Tri.NO, leaf=False, fresh=False, origin=origin)
         return recv.but(grad=Tri.NO, leaf=False, via="detach", fresh=False, certain=True, origin=origin)
     if method == "clone":
         return recv.but(roots=cx.new_root(node), fresh=True, leaf=False, via="", certain=True, origin=origin, line=cx.line(node))
