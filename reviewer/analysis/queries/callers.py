@@ -4,6 +4,7 @@ once per file (`ParsedFile.once`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -55,6 +56,31 @@ def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpress
             value = positional[position] if position < len(positional) else None
         out.append((call, value))
     return out
+
+
+def callers_pass_sequences(flow: FunctionFlow, arg: str) -> bool:
+    """Every call in the file passes for `arg` a parameter of its own function annotated as a
+    list, tuple or sequence (`step(..., response_masks: Optional[List[torch.LongTensor]])`
+    handing `response_masks` on): whatever this function's annotation says, it gets a Python
+    sequence, and a write into an item of a slice of it changes a new list, not the caller's."""
+    sites = passed(flow, arg)
+    if not sites:
+        return False
+    for call, value in sites:
+        if not isinstance(value, cst.Name):
+            return False
+        scope = flow.file.innermost_scope(flow.file.line_of(call), ("function", "method"))
+        if scope is None or not isinstance(scope.node, cst.FunctionDef):
+            return False
+        params = scope.node.params
+        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == value.value), None)
+        if param is None or param.annotation is None or not _SEQUENCE_ANNOTATION.search(code_of(param.annotation.annotation)):
+            return False
+    return True
+
+
+# `List[...]`, `list[...]`, `Sequence[...]`, `tuple[...]`, `Optional[List[...]]`: a Python sequence.
+_SEQUENCE_ANNOTATION = re.compile(r"^(typing\.)?(Optional\[)?(List|list|Sequence|Tuple|tuple)\[")
 
 
 def callers_rebind(flow: FunctionFlow, arg: str) -> bool:

@@ -10,7 +10,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Use, Write
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import last_bind, name_of
-from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_rebind, fresh_at_every_call_site, handed_over, returns_argument
+from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_pass_sequences, callers_rebind, fresh_at_every_call_site, handed_over, returns_argument
 from review_copies.analysis.queries.intent import (
     declares_mutation,
     deliberate_write,
@@ -223,6 +223,25 @@ class InplaceOnArgument(Rule):
             """,
             "`set_` swaps the storage of the caller's tensor object: the error-feedback state is updated on purpose",
         ),
+        Valid(
+            """
+            import math
+            from typing import List, Optional
+            import torch
+            class Trainer:
+                def step(self, queries, response_masks: Optional[List[torch.Tensor]] = None):
+                    return self.batched_pass(queries, response_masks=response_masks)
+                def batched_pass(self, queries: torch.Tensor, response_masks: Optional[torch.Tensor] = None):
+                    out = []
+                    for i in range(math.ceil(len(queries) / 4)):
+                        masks_batch = response_masks[i * 4 : (i + 1) * 4]
+                        for j in range(len(masks_batch)):
+                            masks_batch[j] = masks_batch[j][1:]
+                            out.append(masks_batch[j].sum())
+                    return out
+            """,
+            "the one caller passes a parameter annotated `List[...]`: a slice of a list is a new list, whatever `batched_pass`'s own annotation says",
+        ),
     )
     INVALID = (
         Invalid(
@@ -354,6 +373,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
             continue  # mutate-and-return: callers rebind what they get back
         if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]) or callers_expect_the_write(flow, owned[0]):
+            continue
+        if write.target.via in ("index", "view") and callers_pass_sequences(flow, owned[0]):
             continue
         arg = owned[0]
         writer = name_of(write.target_node)
