@@ -1316,3 +1316,50 @@ def test_a_write_through_a_detached_conversion_says_when_it_reaches_the_caller()
         "RC102",
     )
     assert "when the conversion returns the same tensor" in message
+
+
+def test_a_slice_of_a_list_the_caller_passes_is_not_the_callers_tensor() -> None:
+    # TRL's `batched_forward_pass` annotates `response_masks: Optional[torch.Tensor]`, but its
+    # one caller, `step`, hands on its own `response_masks: Optional[List[torch.LongTensor]]`:
+    # `masks_batch = response_masks[i:j]` is a new list, and writing an item of it changes
+    # nothing of the caller's. The same function with a caller that passes a tensor is reported.
+    source = """
+        import math
+        from typing import List, Optional
+        import torch
+        class Trainer:
+            def step(self, queries, response_masks: {annotation} = None):
+                return self.batched_pass(queries, response_masks=response_masks)
+            def batched_pass(self, queries: torch.Tensor, response_masks: Optional[torch.Tensor] = None):
+                out = []
+                for i in range(math.ceil(len(queries) / 4)):
+                    masks_batch = response_masks[i * 4 : (i + 1) * 4]
+                    for j in range(len(masks_batch)):
+                        masks_batch[j] = masks_batch[j][1:]
+                        out.append(masks_batch[j].sum())
+                return out
+        """
+    assert _messages(source.replace("{annotation}", "Optional[List[torch.Tensor]]"), "RC102") == []
+    [kept] = _messages(source.replace("{annotation}", "Optional[torch.Tensor]"), "RC102")
+    assert "the argument `response_masks`" in kept
+
+
+def test_a_sum_of_a_lists_items_inside_a_step_loop_still_keeps_each_steps_graph() -> None:
+    # Adding up the items of a list is harmless when that loop is the only one; started
+    # before an epoch loop, the same sum keeps every epoch's graphs.
+    [message] = _messages(
+        """
+        import torch
+        def train(model, batches, epochs: int, opt):
+            total = 0
+            for epoch in range(epochs):
+                losses = [model(b).sum() for b in batches]
+                for loss in losses:
+                    total += loss
+                sum(losses).backward()
+                opt.step()
+            return total
+        """,
+        "RC251",
+    )
+    assert "`total` accumulates `loss`" in message and "loop at line 4" in message

@@ -256,33 +256,6 @@ class AccumulatedAttachedTensor(Rule):
         Invalid(
             """
             import torch
-            def train(model, batches, epochs: int, opt):
-                total = 0
-                for epoch in range(epochs):
-                    losses = [model(b).sum() for b in batches]
-                    for loss in losses:
-                        total += loss
-                    sum(losses).backward()
-                    opt.step()
-                return total
-            """,
-            line=7,
-            fix="""
-            import torch
-            def train(model, batches, epochs: int, opt):
-                total = 0
-                for epoch in range(epochs):
-                    losses = [model(b).sum() for b in batches]
-                    for loss in losses:
-                        total += loss.detach()
-                    sum(losses).backward()
-                    opt.step()
-                return total
-            """,
-        ),
-        Invalid(
-            """
-            import torch
             def train(model, loader, optimizer):
                 total = 0.0
                 for x, y in loader:
