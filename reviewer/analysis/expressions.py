@@ -127,9 +127,10 @@ def _subscript(cx: Context, node: cst.Subscript) -> Value:
         if base.items is not None and isinstance(single, cst.Index):
             index = single.value
             if isinstance(index, cst.Integer) and -len(base.items) <= int(index.evaluated_value) < len(base.items):
-                return base.items[int(index.evaluated_value)]
+                # The container still holds it: an element read out is not new and unshared.
+                return base.items[int(index.evaluated_value)].but(fresh=False)
         if base.element is not None and not isinstance(single, cst.Slice):
-            return base.element
+            return base.element.but(fresh=False)
         if isinstance(single, cst.Slice):
             return base.but(fresh=True, roots=cx.new_root(node, "list"), items=None)
     if base.kind is Kind.NDARRAY:

@@ -96,6 +96,17 @@ class CloneOfTemporary(Rule):
             """,
             "`to_dense()` of a dense tensor and `pin_memory()` of a pinned one return the tensor itself",
         ),
+        Valid(
+            """
+            import torch
+            def regeneralize(adapter, data_tensor: torch.Tensor):
+                data = (torch.tensor([5, 8]), 3)
+                adapted = adapter(data)
+                newdata = (data[0].clone(),)
+                return adapted(*newdata)
+            """,
+            "`data[0]` is the tensor the tuple `data` still holds (and handed on): the clone is another object, not a second copy of a temporary",
+        ),
     )
     INVALID = (
         Invalid(
