@@ -129,7 +129,7 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
             kind = Kind.OTHER if default.kind is Kind.OTHER else Kind.UNKNOWN
     if kind is Kind.UNKNOWN:
         kind = evidence.kind_of(name)
-    if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param) and not _list_of_inputs(cx, name) and _may_name_a_tensor(param):
+    if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param) and not _list_of_inputs(cx, name) and not _keyed_container(cx, name) and _may_name_a_tensor(param):
         kind = Kind.TENSOR  # nn.Module.forward(self, x): x is the input tensor
     handed = _pipeline_input(cx, param) if kind is Kind.UNKNOWN and param.default is None else None
     if handed is not None:
@@ -214,6 +214,16 @@ def _list_of_inputs(cx: Context, name: str) -> bool:
 
 
 _CONSTANT_INDEX = re.compile(r"\s*\[\s*-?\d+\s*\]")
+
+
+def _keyed_container(cx: Context, name: str) -> bool:
+    """Is `forward(self, batch)` handed a mapping of inputs (a conditioner's batch dict)? Its
+    items are tested for Python types (`isinstance(batch[key], list)`) or looked up by a
+    string (`batch["jpg"]`): no tensor holds a list, and none is indexed by a string."""
+    assert cx.scope is not None and isinstance(cx.scope.node, cst.FunctionDef)
+    body = COMMENT.sub("", cst.Module([]).code_for_node(cx.scope.node.body))
+    item = rf"(?<![\w.]){re.escape(name)}\s*\["
+    return re.search(rf"isinstance\(\s*{item}[^\]]*\]\s*,\s*\(?\s*(list|dict|tuple|str)\b", body) is not None or re.search(rf"{item}\s*['\"]", body) is not None
 
 
 def _pipeline_input(cx: Context, param: cst.Param) -> str | None:

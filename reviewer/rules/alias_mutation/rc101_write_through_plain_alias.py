@@ -120,6 +120,22 @@ class WriteThroughPlainAlias(WriteThroughAlias):
             """,
             "the alias and the write sit in different arms of one `if`: no run sees both",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class MultiCondEmbedder(nn.Module):
+                def forward(self, batch, key="cls"):
+                    out = batch
+                    islist = isinstance(batch[key], list)
+                    if islist:
+                        batch[key] = batch[key][0]
+                    c_out = self.embed(batch[key])
+                    out[key] = [c_out] if islist else c_out
+                    return out
+            """,
+            "`batch` is a dict of conditions (its item may be a list): `out = batch` aliases a mapping, not a tensor",
+        ),
     )
     INVALID = (
         Invalid(
