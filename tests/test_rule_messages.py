@@ -1322,14 +1322,16 @@ def test_a_slice_of_a_list_the_caller_passes_is_not_the_callers_tensor() -> None
     # TRL's `batched_forward_pass` annotates `response_masks: Optional[torch.Tensor]`, but its
     # one caller, `step`, hands on its own `response_masks: Optional[List[torch.LongTensor]]`:
     # `masks_batch = response_masks[i:j]` is a new list, and writing an item of it changes
-    # nothing of the caller's. The same function with a caller that passes a tensor is reported.
+    # nothing of the caller's (a call that leaves it to its default passes no tensor either).
+    # The same function with a caller that passes a tensor is reported.
     source = """
         import math
         from typing import List, Optional
         import torch
         class Trainer:
             def step(self, queries, response_masks: {annotation} = None):
-                return self.batched_pass(queries, response_masks=response_masks)
+                reference = self.batched_pass(queries)
+                return reference, self.batched_pass(queries, response_masks=response_masks)
             def batched_pass(self, queries: torch.Tensor, response_masks: Optional[torch.Tensor] = None):
                 out = []
                 for i in range(math.ceil(len(queries) / 4)):

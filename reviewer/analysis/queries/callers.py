@@ -63,7 +63,7 @@ def callers_pass_sequences(flow: FunctionFlow, arg: str) -> bool:
     list, tuple or sequence (`step(..., response_masks: Optional[List[torch.LongTensor]])`
     handing `response_masks` on): whatever this function's annotation says, it gets a Python
     sequence, and a write into an item of a slice of it changes a new list, not the caller's."""
-    sites = passed(flow, arg)
+    sites = [(call, value) for call, value in passed(flow, arg) if value is not None]  # the others leave it to its default
     if not sites:
         return False
     for call, value in sites:
