@@ -1365,3 +1365,26 @@ def test_a_sum_of_a_lists_items_inside_a_step_loop_still_keeps_each_steps_graph(
         "RC251",
     )
     assert "`total` accumulates `loss`" in message and "loop at line 4" in message
+
+
+DEVICE_BY_FLAG = """
+import torch
+
+def predict(frames: torch.Tensor, flag: bool):
+    device = {choice}
+    masks = torch.zeros(len(frames), 4, device=device)
+    if flag:
+        return masks.cpu().numpy()
+    else:
+        return masks.numpy()
+"""
+
+
+def test_a_device_chosen_by_a_flag_narrows_only_the_way_the_flag_reads() -> None:
+    # `"cuda" if flag else "cpu"` (and `"cpu" if not flag else "cuda"`) is a GPU exactly when
+    # the flag holds: in the `else` arm of `if flag:` the masks are on the CPU. `"cuda" if not
+    # flag else "cpu"` is a GPU when the flag fails: that `else` arm converts a GPU tensor.
+    for gpu_when_true in ('"cuda" if flag else "cpu"', '"cpu" if not flag else "cuda"'):
+        assert _messages(DEVICE_BY_FLAG.format(choice=gpu_when_true), "RC321") == []
+    [message] = _messages(DEVICE_BY_FLAG.format(choice='"cuda" if not flag else "cpu"'), "RC321")
+    assert "`masks` may be on a GPU" in message

@@ -278,10 +278,14 @@ def _conditional(cx: Context, node: cst.IfExp) -> Value:
     cx.opted_in -= flagged == 1
     cx.state = before
     joined = body.join(orelse)
-    flag = gpu_flag_test(node.test.expression if isinstance(node.test, cst.UnaryOperation) and isinstance(node.test.operator, cst.Not) else node.test)
-    if flag and joined.device.may_be_gpu and {body.device, orelse.device} == {Device.CUDA, Device.CPU}:
-        # `"cuda" if is_cuda else "cpu"`: a GPU exactly when the flag holds, so under
-        # `if is_cuda: ... else:` the tensors put there are on the CPU in the `else` arm.
+    negated = isinstance(node.test, cst.UnaryOperation) and isinstance(node.test.operator, cst.Not)
+    flag = gpu_flag_test(node.test.expression if negated else node.test)
+    on_gpu, on_cpu = (orelse, body) if negated else (body, orelse)
+    if flag and on_gpu.device is Device.CUDA and on_cpu.device is Device.CPU:
+        # `"cuda" if is_cuda else "cpu"` (or `"cpu" if not is_cuda else "cuda"`): a GPU exactly
+        # when the flag holds, so under `if is_cuda: ... else:` the tensors put there are on
+        # the CPU in the `else` arm. `"cuda" if not cpu_only else "cpu"` is a GPU when the flag
+        # fails: no flag to narrow by.
         return joined.but(gpu_if=flag)
     return joined
 
