@@ -382,18 +382,10 @@ def handed_over(flow: FunctionFlow) -> bool:
     if outer is None:
         return False
     name = scope.name
-    called = passed_on = False
-
-    class Uses(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal called, passed_on
-            if isinstance(node.func, cst.Name) and node.func.value == name:
-                called = True
-            if any(isinstance(a.value, cst.Name) and a.value.value == name for a in node.args):
-                passed_on = True
-
-    outer.body.visit(Uses())
-    return passed_on and not called
+    calls = call_sites(flow.file, outer)
+    if any(isinstance(call.func, cst.Name) for call in calls.get(name, [])):
+        return False  # called directly: its callers are in sight
+    return any(isinstance(a.value, cst.Name) and a.value.value == name for found in calls.values() for call in found for a in call.args)
 
 
 def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
