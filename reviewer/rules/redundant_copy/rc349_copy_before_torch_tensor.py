@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.events import Bind, Call, FunctionFlow
 from review_copies.analysis.syntax import call_method_name, code_of, receiver_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -35,8 +35,10 @@ class CopyBeforeTorchTensor(Rule):
     ```
 
     ## Fix safety
-    Safe: `torch.tensor` copies anyway (negative strides included), so the result owns its
-    memory in both versions.
+    Safe where the array has no negative strides: `torch.tensor` copies anyway, so the result
+    owns its memory in both versions. `torch.tensor` raises on a negative stride, so a copy of
+    a reversed or rotated view (`a[::-1]`, `np.flip`, `np.rot90`, here or where the name was
+    bound in the function) is load-bearing and is not reported.
     """
 
     code = "RC349"
@@ -65,6 +67,16 @@ class CopyBeforeTorchTensor(Rule):
                 return torch.tensor(np.copy(np.array(h0).ravel()[::-1]), dtype=torch.float)
             """,
             "`torch.tensor` raises on the negative strides of `[::-1]`: the copy is what makes it work",
+        ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def masks(instance_masks: np.ndarray):
+                instance_masks = np.rot90(instance_masks, k=-1, axes=(1, 2))
+                return torch.tensor(instance_masks.copy())
+            """,
+            "the name holds a rotated view, whose strides are negative: without the copy `torch.tensor` raises",
         ),
     )
     INVALID = (
@@ -97,7 +109,7 @@ class CopyBeforeTorchTensor(Rule):
                     continue  # (tensors have no .copy(); a mis-typed value is not this rule's)
             elif isinstance(arg, cst.Call) and code_of(arg.func).endswith(("np.copy", "numpy.copy")) and len(arg.args) == 1:
                 inner = arg.args[0].value
-            if inner is None or _may_have_negative_strides(inner):
+            if inner is None or _may_have_negative_strides(flow, inner, event.index):
                 continue  # (`torch.tensor` raises on a negative stride: `np.copy(a[::-1])` is what makes it work)
             message = (
                 f"`{short_code(arg)}` copies the array only for `torch.tensor` to copy it again: `torch.tensor` always copies its "
@@ -109,8 +121,32 @@ class CopyBeforeTorchTensor(Rule):
 _FLIPS = frozenset(("flip", "flipud", "fliplr", "rot90"))
 
 
-def _may_have_negative_strides(expr: cst.BaseExpression) -> bool:
-    """A reversed view (`a[::-1]`, `np.flip(a)`), or a step of unknown sign."""
+def _may_have_negative_strides(flow: FunctionFlow, expr: cst.BaseExpression, before: int, depth: int = 3) -> bool:
+    """A reversed view (`a[::-1]`, `np.flip(a)`), or a step of unknown sign, in the expression
+    or in what a name in it was bound to earlier in the function (`m = np.rot90(m)`)."""
+    if _reverses(expr):
+        return True
+    if depth == 0:
+        return False
+    names = {n.value for n in _names(expr)}
+    return any(
+        isinstance(b, Bind) and b.name in names and b.expr is not None and b.index < before and _may_have_negative_strides(flow, b.expr, b.index, depth - 1)
+        for b in flow.events
+    )
+
+
+def _names(expr: cst.BaseExpression) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node)
+
+    expr.visit(Find())
+    return found
+
+
+def _reverses(expr: cst.BaseExpression) -> bool:
     found = False
 
     class Find(cst.CSTVisitor):
