@@ -78,6 +78,20 @@ class ReusedBufferAppended(Rule):
             """,
             "one entry under one key, overwritten every iteration: it holds the final values, which is what is meant",
         ),
+        Valid(
+            """
+            import torch
+            def metrics(out: dict, names: list, fixed, normalizer):
+                out = {k: v.clone() for k, v in out.items()}
+                mask = fixed == 0
+                for name in names:
+                    if name == "forces":
+                        out["forces"][mask] = normalizer(out["forces"][mask])
+                    out[name] = out[name][mask]
+                return out
+            """,
+            "`out` is a dict of tensors, not one buffer: each key gets its own masked copy",
+        ),
     )
     INVALID = (
         Invalid(
@@ -140,5 +154,9 @@ def _same_entry_each_time(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
 
 
 def _made_before(flow: FunctionFlow, name: str, line: int) -> bool:
+    """One tensor bound before the loop and never again: not a container of tensors."""
     binds = [b for b in flow.of(Bind) if b.name == name]
-    return bool(binds) and all(b.line < line for b in binds)
+    return bool(binds) and all(b.line < line and b.value.kind not in _CONTAINERS for b in binds)
+
+
+_CONTAINERS = frozenset((Kind.DICT, Kind.LIST, Kind.TUPLE, Kind.STATE_DICT, Kind.PARAMETER_LIST))
