@@ -147,6 +147,27 @@ def transposed(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")
 
 
+def sliced_inside(node: cst.BaseExpression) -> bool:
+    """`x[:, a:b]`, `x[0, :, :k]`, `x[::2]`: a slice that keeps part of a dimension after one
+    kept whole by `:`, or steps over elements. Short of a degenerate shape (a size-1
+    dimension) the view is not contiguous, so `.contiguous()` of it copies; an advanced index
+    among them copies already."""
+    if not isinstance(node, cst.Subscript):
+        return False
+    whole_before = False
+    for element in node.slice:
+        index = element.slice
+        if not isinstance(index, cst.Slice):
+            continue
+        if index.step is not None and not (isinstance(index.step, cst.Integer) and index.step.value == "1"):
+            return True
+        if index.lower is None and index.upper is None:
+            whole_before = True
+        elif whole_before:
+            return True
+    return False
+
+
 def _int_literal(node: cst.BaseExpression) -> int | None:
     """The value of `1` or `-1`; None for anything else."""
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):

@@ -10,7 +10,7 @@ from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.functions import saves_of
-from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, transposed
+from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, sliced_inside, transposed
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full"))
@@ -55,6 +55,10 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         return Value(kind=Kind.TUPLE, grad=Tri.NO, element=recv.but(via=recv.via or "view", fresh=False, leaf=False, origin=origin))
     if method == "contiguous" and not args and transposed(recv_node):
         return cx.tensor(node, recv, origin=origin)  # a transposed view is never contiguous: this copies
+    if method == "contiguous" and not args and sliced_inside(recv_node):
+        # `x[:, a:b].contiguous()` copies, except for a size-1 leading dimension (a batch of
+        # one), where the slice is contiguous already: a copy's roots, never called fresh.
+        return cx.tensor(node, recv, origin=origin).but(fresh=False)
     if method in api.MAYBE_VIEW_METHODS:
         return recv.but(via=recv.via or "reshape", certain=False, fresh=False, leaf=False, origin=origin)
     if method in api.MAYBE_SELF_METHODS:
