@@ -132,7 +132,8 @@ class Interpreter(Assignments):
             # `if use_gpu: x = x.cuda()`: x is on a GPU exactly when use_gpu holds.
             for key, value in after_body.items():
                 unmoved = after_else.get(key)
-                if value.device.may_be_gpu and unmoved is not None and not unmoved.device.may_be_gpu and key in self.state:
+                # (Not tracked before the `if`, a parameter say: not known to be on a GPU either.)
+                if value.device.may_be_gpu and (unmoved is None or not unmoved.device.may_be_gpu) and key in self.state:
                     self.state[key] = self.state[key].but(gpu_if=flag)
 
     def flag_branch(self, test: cst.BaseExpression) -> tuple[int, int]:

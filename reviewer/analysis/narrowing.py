@@ -32,7 +32,7 @@ def gpu_flag_test(test: cst.BaseExpression) -> str:
     """The code of a test that can choose the device and reads the same each time it is
     asked: a flag (`use_gpu`, `self.args.cuda`) or `torch.cuda.is_available()`."""
     if isinstance(test, (cst.Name, cst.Attribute)):
-        return dotted(test)
+        return "" if isinstance(test, cst.Name) and test.value in ("True", "False", "None") else dotted(test)
     if isinstance(test, cst.Call) and not test.args and dotted(test.func) == "torch.cuda.is_available":
         return "torch.cuda.is_available()"
     return ""

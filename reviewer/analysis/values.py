@@ -143,7 +143,8 @@ class Value:
             op=self.op if self.op == other.op else "",
             graph=self.graph | other.graph,
             not_dtype=self.not_dtype if self.not_dtype == other.not_dtype else "",
-            gpu_if=self.gpu_if if self.gpu_if == other.gpu_if else "",
+            # Moved under one flag in one arm and not to a GPU in the other: on a GPU only when the flag holds.
+            gpu_if=gpu_flag(self, other),
             origin=self.origin if self.origin == other.origin else "",
             line=self.line if self.line == other.line else 0,
         )
