@@ -35,6 +35,8 @@ class UsageEvidence:
     called: set[str] = field(default_factory=set)
     # Names used the way only tensors are: `x.sum(dim=1)`, `x.amax(keepdim=True)`, `x.size(-1)`.
     torch_style: set[str] = field(default_factory=set)
+    # Names handed to `torch.from_numpy(...)`, which takes nothing but a NumPy array.
+    arrays: set[str] = field(default_factory=set)
 
     def kind_of(self, name: str) -> Kind:
         methods = self.methods.get(name, set())
@@ -47,6 +49,8 @@ class UsageEvidence:
             return Kind.OPTIMIZER
         if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style:
             return Kind.TENSOR
+        if name in self.arrays:
+            return Kind.NDARRAY
         if name in self.called and MODEL_NAME.search(name) and not methods & {"append", "items", "keys", "get"}:
             return Kind.MODULE
         return Kind.UNKNOWN
@@ -87,7 +91,13 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     for match in _CALLED.finditer(text):
         if match.group(1) not in _KEYWORDS:
             evidence.called.add(match.group(1))
+    for match in _FROM_NUMPY.finditer(text):
+        if match.start() <= cut.get(match.group(1), len(text)):
+            evidence.arrays.add(match.group(1))
     return evidence
+
+
+_FROM_NUMPY = re.compile(r"\bfrom_numpy\(\s*([A-Za-z_]\w*)\s*\)")
 
 
 _BACKWARD = re.compile(r"\b([A-Za-z_]\w*)\.backward\s*\(")

@@ -62,6 +62,8 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
         return UNKNOWN
     own_method = dotted(func.value) == "self" and method in cx.class_methods
+    if any(a.kind is Kind.NDARRAY for a in args):
+        return UNKNOWN  # `net.call(array)`: another backend's entry point (or a wrapper's `predict`), not a submodule
     if method == "forward" or (not own_method and method not in NN_MODULE_METHODS and (args or kwargs)):
         # `model.encoder(x)`: a submodule is called like the module itself.
         return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
