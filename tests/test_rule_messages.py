@@ -1388,3 +1388,89 @@ def test_a_device_chosen_by_a_flag_narrows_only_the_way_the_flag_reads() -> None
         assert _messages(DEVICE_BY_FLAG.format(choice=gpu_when_true), "RC321") == []
     [message] = _messages(DEVICE_BY_FLAG.format(choice='"cuda" if not flag else "cpu"'), "RC321")
     assert "`masks` may be on a GPU" in message
+
+
+SO2_BLOCK = """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, c: int, k: int):
+        super().__init__()
+        self.k = k
+        self.fc1 = nn.Linear(k * c, c, bias=False)
+        self.fc2 = nn.Linear(c, k * c, bias=False)
+        self.to_m = nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x, gate):
+        n = x.shape[0]
+        x = torch.einsum("nac,ba->nbc", x, self.to_m)
+        x_0 = {part}.contiguous()
+        x_0 = self.fc1(x_0.view(n, -1))
+        x_0 = self.fc2(x_0 * gate)
+        x[:, 0 : self.k] = x_0.view(n, self.k, -1)
+        return x
+"""
+
+
+def test_contiguous_of_an_inner_slice_is_a_copy_that_autograd_saves_instead() -> None:
+    # fairchem's eSCN: `x[:, 0:k].contiguous()` copies (the slice skips part of dimension 1), so
+    # the Linear saves the copy and writing the result back into `x` harms nothing; a slice of
+    # the leading dimension is contiguous already, and the Linear then saves a view of `x`.
+    assert _messages(SO2_BLOCK.format(part="x[:, 0 : self.k]"), "RC201") == []
+    [saved] = _messages(SO2_BLOCK.format(part="x[0 : self.k]"), "RC201")
+    assert "self.fc1" in saved
+
+
+CODEC = """
+import numpy as np
+import torch
+
+
+class Codec:
+    def __init__(self, cutoffs, use_gpu: bool):
+        self.use_gpu = use_gpu
+        {move}
+        self.cutoffs = cutoffs
+
+    def binarize(self, residuals):
+        codes = torch.bucketize(residuals.float(), self.cutoffs)
+        if self.use_gpu:
+            return codes.cpu().numpy()
+        return np.asarray(codes)
+"""
+
+
+def test_a_tensor_moved_under_a_flag_in_init_is_on_the_cpu_where_a_method_sees_the_flag_fail() -> None:
+    # ColBERT's ResidualCodec: the cutoffs go to the GPU only under `self.use_gpu`, inside a
+    # check that they are a tensor at all; the `else` of `if self.use_gpu:` in another method
+    # converts on the CPU. Moved unconditionally, the same conversion is reported.
+    nested = "if torch.is_tensor(cutoffs):\n            if self.use_gpu:\n                cutoffs = cutoffs.cuda()"
+    assert _messages(CODEC.format(move=nested), "RC321") == []
+    assert _messages(CODEC.format(move="if True:\n            if self.use_gpu:\n                cutoffs = cutoffs.cuda()"), "RC321") == []
+    [moved] = _messages(CODEC.format(move="cutoffs = cutoffs.cuda()"), "RC321")
+    assert "`codes`" in moved
+
+
+PARITY = """
+import numpy as np
+
+
+def run(net, query, backend):
+    if backend == "pt":
+        import torch
+
+        return net(torch.{convert}(query)).detach().cpu().numpy()
+    out = net.call(query)
+    return np.asarray(out)
+"""
+
+
+def test_a_method_called_with_a_numpy_array_is_not_a_submodule_whose_output_requires_grad() -> None:
+    # deepmd-kit's backend-parity tests: `torch.from_numpy(query)` says `query` is a NumPy
+    # array, so `net.call(query)` is the NumPy backend's entry point, not a submodule, and its
+    # result needs no `.detach()`. `torch.as_tensor` takes tensors too: then it may be one.
+    assert _messages(PARITY.format(convert="from_numpy"), "RC321") == []
+    [unknown] = _messages(PARITY.format(convert="as_tensor"), "RC321")
+    assert "net.call(query)" in unknown
