@@ -1226,3 +1226,37 @@ def test_a_tests_closure_handed_to_its_harness_may_write_its_argument(repo: Repo
     repo.write("tests/test_ops.py", HARNESS_TEST.format(call="fn") + "        grad = fn(r, x)\n        assert x.sum() > 0 and grad is not None\n")
     repo.commit("the closure called directly as well")
     assert _whole_file(repo, tmp_path, "tests/test_ops.py") == [("RC102", 11)]
+
+
+TRANSFORM_TEST = """
+import torch
+
+
+def test_inplace_cases(executor):
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    def g(x):
+        y = x.view(-1)
+        y.mul_(2)
+        return y
+
+    for fn in {cases}:
+        a = torch.randn(2, 3)
+        a_ = a.clone().detach()
+        jfn = executor.make_callable(fn)
+        torch.testing.assert_close(jfn(a), fn(a_))
+"""
+
+
+def test_a_tests_cases_run_against_a_transformed_copy_may_write_their_arguments(repo: Repo, tmp_path: Path) -> None:
+    # lightning-thunder's alias tests: each case writes into its argument on purpose, and the
+    # test compares the jitted run with the eager one. Listed in a table of cases (or handed
+    # to a transform whose result is called), a closure is the test's subject; a closure of
+    # the same shape outside a test file is still reported.
+    repo.write("tests/test_aliases.py", TRANSFORM_TEST.format(cases="[f, g]"))
+    repo.write("aliases.py", TRANSFORM_TEST.format(cases="[f, g]"))
+    repo.commit("alias cases")
+    assert _whole_file(repo, tmp_path, "tests/test_aliases.py") == []
+    assert _whole_file(repo, tmp_path, "aliases.py") == [("RC102", 6), ("RC102", 11)]

@@ -161,8 +161,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue
         if not isinstance(value, cst.Name):
             return False
-        if value.value in site.caller_returns:
-            continue
+        if value.value in site.caller_returns or value.value in site.own_copies:
+            continue  # (a copy the caller made for itself, `y = y.clone()`: the write lands in it, as the caller meant)
         if value.value not in site.caller_params and call in later and value.value not in later[call]:
             continue
         return False
@@ -286,6 +286,8 @@ class CallContext:
     # The call is made by an optimizer's `step` (a method of a class built on `...Optimizer`):
     # what it passes (grads, state buffers, parameters) is the update's to change.
     in_optimizer_step: bool = False
+    # Names the caller bound, before this call, to a copy of its own (`y = y.clone().view(...)`).
+    own_copies: frozenset[str] = frozenset()
 
 
 _GRAD_OFF = ("no_grad", "inference_mode")
@@ -312,6 +314,18 @@ def _returned_as_is(value: cst.BaseExpression) -> Iterator[str]:
                 yield from _returned_as_is(element.value)
 
 
+def _a_copy(expr: cst.BaseExpression) -> bool:
+    """`x.clone()`, `x.clone().view(...)`, `torch.clone(x)`, `copy.deepcopy(x)`: memory of its own."""
+    while isinstance(expr, cst.Call):
+        name = call_method_name(expr) if isinstance(expr.func, cst.Attribute) else dotted(expr.func)
+        if name in ("clone", "deepcopy") or dotted(expr.func) in ("torch.clone", "copy.deepcopy"):
+            return True
+        if not (isinstance(expr.func, cst.Attribute) and _aliasing_call(expr)):
+            return False
+        expr = expr.func.value
+    return False
+
+
 def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
     """Every call in the file with its context, computed once per file."""
 
@@ -321,7 +335,7 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
         class _Contexts(cst.CSTVisitor):
             def __init__(self) -> None:
                 self.no_grad = [0]
-                self.functions: list[tuple[frozenset[str], set[str]]] = [(frozenset(), set())]
+                self.functions: list[tuple[frozenset[str], set[str], set[str]]] = [(frozenset(), set(), set())]
                 self.classes: list[bool] = [False]  # is each enclosing class an optimizer?
                 self.steps: list[bool] = [False]  # is each enclosing function an optimizer's step?
                 self.statements: set[cst.Call] = set()
@@ -335,7 +349,7 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
 
             def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
                 params = frozenset(p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params))
-                self.functions.append((params, set()))
+                self.functions.append((params, set(), set()))
                 self.steps.append(self.steps[-1] or (self.classes[-1] and node.name.value == "step"))
                 self.no_grad.append(1 if any(_turns_grad_off(d.decorator) for d in node.decorators) else 0)
 
@@ -354,13 +368,20 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                 if node.value is not None:
                     self.functions[-1][1].update(_returned_as_is(node.value))
 
+            def visit_Assign(self, node: cst.Assign) -> None:
+                copies = self.functions[-1][2]
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        name = target.target.value
+                        (copies.add if _a_copy(node.value) else copies.discard)(name)
+
             def visit_Expr(self, node: cst.Expr) -> None:
                 if isinstance(node.value, cst.Call):
                     self.statements.add(node.value)
 
             def visit_Call(self, node: cst.Call) -> None:
-                params, returns = self.functions[-1]
-                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node), self.steps[-1])
+                params, returns, copies = self.functions[-1]
+                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node), self.steps[-1], frozenset(copies))
                 func = node.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "copy_" and node.args and isinstance(node.args[0].value, cst.Call):
                     self.copies[node.args[0].value] = code_of(func.value)
@@ -383,9 +404,36 @@ def handed_over(flow: FunctionFlow) -> bool:
         return False
     name = scope.name
     calls = call_sites(flow.file, outer)
+    if outer.name.value.startswith("test") and _compared(outer, name, calls):
+        return True
     if any(isinstance(call.func, cst.Name) for call in calls.get(name, [])):
         return False  # called directly: its callers are in sight
     return any(isinstance(a.value, cst.Name) and a.value.value == name for found in calls.values() for call in found for a in call.args)
+
+
+def _compared(outer: cst.FunctionDef, name: str, calls: dict[str, list[cst.Call]]) -> bool:
+    """A test's case run against a transformed copy of itself: listed in a table of cases
+    (`for fn in [f, g]:`) or handed to a transform whose result is called (`jfn =
+    executor.make_callable(f)`, `jfn(a)`). What it does to its arguments is what the test
+    compares with the transformed run, even where it is also run directly."""
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Element(self, node: cst.Element) -> None:
+            nonlocal found
+            found = found or (isinstance(node.value, cst.Name) and node.value.value == name)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            value, targets = node.value, node.targets
+            if not isinstance(value, cst.Call) or len(targets) != 1 or not isinstance(targets[0].target, cst.Name):
+                return
+            handed = any(isinstance(a.value, cst.Name) and a.value.value == name for a in value.args)
+            made = targets[0].target.value
+            found = found or (handed and any(isinstance(c.func, cst.Name) for c in calls.get(made, [])))
+
+    outer.visit(Find())
+    return found
 
 
 def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
