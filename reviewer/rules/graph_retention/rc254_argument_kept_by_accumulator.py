@@ -119,6 +119,27 @@ class ArgumentKeptByAccumulator(Rule):
             """,
             "the method keeps `y_pred.detach().cpu()`: values, no graph",
         ),
+        Valid(
+            """
+            import torch
+            class Classifier:
+                def fit_with_differentiable_input(self, x, y):
+                    self.executor_ = (x, y)
+                def predict(self, x):
+                    return self.executor_[0].sum() * x
+            def tune(prompt_x, prompt_y, loader, lossfn):
+                clf = Classifier()
+                prompt_x.requires_grad_(True)
+                optim = torch.optim.Adam([prompt_x], lr=1e-2)
+                for xb, yb in loader:
+                    optim.zero_grad()
+                    clf.fit_with_differentiable_input(prompt_x, prompt_y)
+                    loss = lossfn(clf.predict(xb), yb)
+                    loss.backward()
+                    optim.step()
+            """,
+            "the prompt being tuned is a leaf: keeping it keeps no graph (TabPFN's prompt tuning)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -174,8 +195,8 @@ class ArgumentKeptByAccumulator(Rule):
             if cls is None:
                 continue
             for position, (arg, value) in enumerate(zip(call.call.args, call.args)):
-                if not value.attached or arg.star:
-                    continue
+                if not value.attached or value.leaf or arg.star:
+                    continue  # (a leaf, a parameter or a prompt being tuned, has no graph behind it to keep)
                 keyword = arg.keyword.value if arg.keyword is not None else None
                 kept = flow.index.keeps(cls, call.method, None if keyword else position, keyword)
                 if kept is None:
