@@ -1474,3 +1474,56 @@ def test_a_method_called_with_a_numpy_array_is_not_a_submodule_whose_output_requ
     assert _messages(PARITY.format(convert="from_numpy"), "RC321") == []
     [unknown] = _messages(PARITY.format(convert="as_tensor"), "RC321")
     assert "net.call(query)" in unknown
+
+
+BAR_DISTRIBUTION = """
+import torch
+
+
+class BarDistribution(torch.nn.Module):
+    def ignore_init(self, y: torch.Tensor) -> torch.Tensor:
+        mask = torch.isnan(y)
+        y[mask] = self.borders[0]
+        return mask
+
+    def forward(self, logits: torch.Tensor, y: torch.Tensor):
+        y = {bind}.view(*logits.shape[:-1])
+        mask = self.ignore_init(y)
+        return self.bucket(y), mask
+"""
+
+
+def test_a_write_into_the_copy_a_caller_made_for_it_is_what_the_caller_meant() -> None:
+    # TabPFN's bar distribution: `forward` clones the targets and hands the copy to
+    # `ignore_init`, whose job is to fill their NaNs ("# alters y"), then reads the result. A
+    # caller that hands over a view of its own argument instead is changed behind its back.
+    assert _messages(BAR_DISTRIBUTION.format(bind="y.clone()"), "RC102") == []
+    [changed] = _messages(BAR_DISTRIBUTION.format(bind="y"), "RC102")
+    assert "`y[mask] = self.borders[0]`" in changed
+
+
+AVERAGER = """
+import torch
+from torch import nn
+
+
+def update(model: nn.Module, av_model: nn.Module, gamma: float):
+    model_sd = model.state_dict()
+    av_sd = av_model.state_dict()
+    opt = torch.optim.SGD(av_model.parameters(), lr=0.1)
+    for k in model_sd.keys():
+        if isinstance(av_sd[k], torch.LongTensor):
+            continue
+        {write}
+    {step}
+    return av_sd
+"""
+
+
+def test_an_average_written_through_its_own_state_dict_is_a_handle_not_a_snapshot() -> None:
+    # open_lm's model averaging: `av_sd[k].mul_(g).add_(...)` updates the averaged model
+    # through its state_dict on purpose (the chain's first link is the dict's own tensor). A
+    # state_dict whose model an optimizer steps is still no snapshot.
+    assert _messages(AVERAGER.format(write="av_sd[k].mul_(gamma).add_(model_sd[k], alpha=1 - gamma)", step="pass"), "RC151") == []
+    [stale] = _messages(AVERAGER.format(write="pass", step="opt.step()"), "RC151")
+    assert "`opt.step()` at line 13" in stale

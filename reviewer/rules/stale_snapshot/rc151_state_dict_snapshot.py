@@ -320,10 +320,15 @@ class StateDictSnapshot(Rule):
 
 
 def _through(node: cst.BaseExpression) -> str:
-    """The name a write goes through under its items and `.data`: `states` of `states[k].data`."""
-    while isinstance(node, (cst.Subscript, cst.Attribute)) and not (isinstance(node, cst.Attribute) and node.attr.value != "data"):
-        node = node.value
-    return dotted(node)
+    """The name a write goes through under its items, `.data` and the in-place calls chained
+    before it: `states` of `states[k].data`, of `av[k].mul_(g)` (receiver of `.add_(...)`)."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and api.is_inplace_method(node.func.attr.value):
+            node = node.func.value
+        elif isinstance(node, (cst.Subscript, cst.Attribute)) and not (isinstance(node, cst.Attribute) and node.attr.value != "data"):
+            node = node.value
+        else:
+            return dotted(node)
 
 
 # Methods of a dict that change what it holds.
