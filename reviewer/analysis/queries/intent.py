@@ -12,7 +12,7 @@ import libcst as cst
 from review_copies.analysis.events import FunctionFlow, Return, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of
+from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import Kind
 
 # `t.set_(src)` swaps the storage under the tensor object itself: the one way to update a
@@ -49,6 +49,13 @@ def is_mutating_function(flow: FunctionFlow) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return False  # __call__, __getitem__: dunders, not the trailing-underscore convention
     return name.endswith("_") or name.startswith(MUTATING_FUNCTION_PREFIXES)
+
+
+def optimizer_method(flow: FunctionFlow) -> bool:
+    """A method of a class built on an optimizer (`class Adasum(torch.optim.Optimizer)`):
+    updating the parameters it is handed, in `step` or in its helpers, is the class's job."""
+    scope = flow.scope
+    return scope is not None and scope.class_node is not None and any(dotted(b.value).endswith("Optimizer") for b in scope.class_node.bases)
 
 
 def in_place_module(flow: FunctionFlow) -> bool:
@@ -140,9 +147,44 @@ def _numbers(annotation: cst.BaseExpression) -> bool:
 
 
 def restored(flow: FunctionFlow, write: Write) -> bool:
-    """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`."""
+    """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`, or
+    a sentinel is swapped out and written back (`x[x == -1] = 0`, later `x[~mask] = -1`)."""
     writes = [w for w in flow.of(Write) if w.target.roots & write.target.roots]
-    return len(writes) > 1 and any(w.op == ".copy_()" for w in writes)
+    if len(writes) > 1 and any(w.op == ".copy_()" for w in writes):
+        return True
+    if isinstance(write.stmt, cst.Assign) and any(
+        w.index < write.index and _swapped_sentinel(w) == (_target_name(write.stmt), code_of(write.stmt.value)) for w in writes
+    ):
+        return True  # the write that puts the sentinel back
+    sentinel = _swapped_sentinel(write)
+    return sentinel is not None and any(
+        w.index > write.index and isinstance(w.stmt, cst.Assign) and code_of(w.stmt.value) == sentinel[1] and code_of(w.stmt.targets[0].target).startswith(f"{sentinel[0]}[")
+        for w in writes
+    )
+
+
+def _target_name(stmt: cst.Assign) -> str:
+    """`x` of `x[...] = v`."""
+    target = stmt.targets[0].target if len(stmt.targets) == 1 else None
+    return target.value.value if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) else ""
+
+
+def _swapped_sentinel(write: Write) -> tuple[str, str] | None:
+    """(`x`, `-1`) for `x[x == -1] = 0`: a constant of `x` replaced by another for a while."""
+    stmt = write.stmt
+    if not isinstance(stmt, cst.Assign) or len(stmt.targets) != 1:
+        return None
+    target = stmt.targets[0].target
+    if not isinstance(target, cst.Subscript) or not isinstance(target.value, cst.Name) or len(target.slice) != 1:
+        return None
+    index = target.slice[0].slice
+    test = index.value if isinstance(index, cst.Index) else None
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return None
+    constant = test.comparisons[0].comparator
+    if code_of(test.left) != target.value.value or not isinstance(constant, (cst.Integer, cst.Float, cst.UnaryOperation)):
+        return None
+    return target.value.value, code_of(constant)
 
 
 def write_only(flow: FunctionFlow, arg: str) -> bool:

@@ -16,6 +16,7 @@ from review_copies.analysis.queries.intent import (
     deliberate_write,
     indexed_by_its_own_copy,
     is_mutating_function,
+    optimizer_method,
     registered_op,
     reset_before_use,
     restored,
@@ -337,7 +338,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
     """Each argument the function writes into while the caller still owns it, once."""
     if is_test_path(flow.file.path) and handed_over(flow):
         return  # a test's closure handed to its harness (`self.runAtenTest((r, x), fn)`): the write is what the test checks
-    if is_mutating_function(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
+    if is_mutating_function(flow) or optimizer_method(flow) or flow.is_forward or not returns_something(flow) or returns_a_number(flow) or registered_op(flow) or declares_mutation(flow):
         return
     reported: set[str] = set()
     for write in flow.of(Write):
