@@ -397,11 +397,16 @@ def _after_self(fn: Facts, kind: str = "method") -> int:
     return 1 if kind == "method" and not fn.get("static") else 0
 
 
+# Methods a framework calls for the repository: a module's `forward`, an optimizer's `step`,
+# a trainer's `training_step` and hooks, dunders. Their calls are not all written out in it.
+_FRAMEWORK_CALLED = re.compile(r"^(?:forward|step|backward|fit|train|run|setup|teardown|\w*_step|on_\w+|configure_\w+|\w*_hook|__\w+__)$")
+
+
 def _visible(name: str, kind: str) -> bool:
     """Whether every call of the function is written out in the repository: a module-level
-    function or a private method is called by name; a public method may be called for the
-    repository by a framework."""
-    return bool(name) and (kind == "function" or (kind == "method" and name.startswith("_") and not name.startswith("__")))
+    function or a method is called by name (a handler's `eval_batch` from the `@torch.no_grad()`
+    loop that owns it); a method a framework calls for the repository is not."""
+    return bool(name) and (kind == "function" or (kind == "method" and not _FRAMEWORK_CALLED.match(name)))
 
 
 def _all_without_graph(defs: Iterable[Facts | None]) -> bool | None:
