@@ -665,6 +665,38 @@ def test_the_index_follows_callers_of_this_definition_not_of_its_namesakes() -> 
     assert not vetoed.called_grad_off("search", "function", origin="a/beam_search.py")
 
 
+HANDLER = """
+import torch
+import torch.nn.functional as F
+
+
+class Handler:
+    def __init__(self):
+        self.probs = []
+
+    def {name}(self, model, image):
+        probs = F.softmax(model(image=image), dim=1)
+        self.probs.append(probs)
+
+
+@torch.no_grad()
+def evaluate(loader, model, handler):
+    for image in loader:
+        handler.{name}(model=model, image=image)
+"""
+
+
+def test_a_handlers_method_called_only_from_a_no_grad_loop_runs_with_autograd_off(repo: Repo, tmp_path: Path) -> None:
+    # torchscale's LongViT engine: `evaluate` is `@torch.no_grad()` and is the one caller of
+    # the handler's `eval_batch`, so the probabilities it keeps carry no graph. A method a
+    # framework calls for the repository (`validation_step`) may be called with autograd on.
+    repo.write("engine.py", HANDLER.format(name="eval_batch"))
+    repo.write("lit.py", HANDLER.format(name="validation_step"))
+    repo.commit("an evaluation handler")
+    assert _whole_file(repo, tmp_path, "engine.py") == []
+    assert _whole_file(repo, tmp_path, "lit.py") == [("RC252", 11)]
+
+
 GATHER_LOOP = """
 def forward(self, x, x_0, convs, norm):
     x = self.propagate(x)

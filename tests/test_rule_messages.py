@@ -1527,3 +1527,55 @@ def test_an_average_written_through_its_own_state_dict_is_a_handle_not_a_snapsho
     assert _messages(AVERAGER.format(write="av_sd[k].mul_(gamma).add_(model_sd[k], alpha=1 - gamma)", step="pass"), "RC151") == []
     [stale] = _messages(AVERAGER.format(write="pass", step="opt.step()"), "RC151")
     assert "`opt.step()` at line 13" in stale
+
+
+ADASUM = """
+import torch
+
+
+class Adasum({base}):
+    def __init__(self, params, starting):
+        super().__init__(params, {{}})
+        self._starting_models = starting
+
+    def _allreduce_grad_async(self, p):
+        start = self._starting_models[p]
+        start.data.copy_(p)
+        super().step()
+        p.data.sub_(start)
+        handle = allreduce_async_(p.data)
+        return handle
+"""
+
+
+def test_an_optimizers_helper_may_write_into_the_parameters_it_is_handed() -> None:
+    # horovod's Adasum optimizer turns a parameter into its own update (`p.data.sub_(start)`)
+    # in a helper of `step`: updating parameters is an optimizer's job. The same method in a
+    # class that is no optimizer changes its caller's tensor.
+    assert _messages(ADASUM.format(base="torch.optim.Optimizer"), "RC102") == []
+    [changed] = _messages(ADASUM.format(base="object"), "RC102")
+    assert "`p.data.sub_(start)`" in changed
+
+
+SENTINEL = """
+import torch
+
+
+def extend_nlist(extended_atype: torch.Tensor, nlist: torch.Tensor) -> torch.Tensor:
+    nall = extended_atype.shape[1]
+    nlist_mask = nlist != -1
+    nlist[nlist == -1] = 0
+    nlist_shift = nlist + nall
+    nlist[~nlist_mask] = {restore}
+    nlist_shift[~nlist_mask] = -1
+    return torch.cat([nlist, nlist_shift], dim=-1)
+"""
+
+
+def test_a_sentinel_swapped_out_and_written_back_leaves_the_argument_as_it_was() -> None:
+    # deepmd-kit's spin model: the -1 padding of a neighbour list is set to 0 for one sum and
+    # put back, so the caller's list ends as it began. Written back as another value, the
+    # caller's -1 entries are changed for good.
+    assert _messages(SENTINEL.format(restore="-1"), "RC102") == []
+    [changed] = _messages(SENTINEL.format(restore="-2"), "RC102")
+    assert "`nlist[nlist == -1] = 0`" in changed
