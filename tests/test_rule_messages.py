@@ -1481,22 +1481,23 @@ import torch
 
 
 class BarDistribution(torch.nn.Module):
-    def ignore_init(self, y: torch.Tensor) -> torch.Tensor:
+    def ignore_nans(self, y: torch.Tensor) -> torch.Tensor:
         mask = torch.isnan(y)
         y[mask] = self.borders[0]
         return mask
 
     def forward(self, logits: torch.Tensor, y: torch.Tensor):
         y = {bind}.view(*logits.shape[:-1])
-        mask = self.ignore_init(y)
+        mask = self.ignore_nans(y)
         return self.bucket(y), mask
 """
 
 
 def test_a_write_into_the_copy_a_caller_made_for_it_is_what_the_caller_meant() -> None:
     # TabPFN's bar distribution: `forward` clones the targets and hands the copy to
-    # `ignore_init`, whose job is to fill their NaNs ("# alters y"), then reads the result. A
-    # caller that hands over a view of its own argument instead is changed behind its back.
+    # `ignore_init` (here `ignore_nans`, a name that says nothing of writing), whose job is to
+    # fill their NaNs ("# alters y"), then reads the result. A caller that hands over a view
+    # of its own argument instead is changed behind its back.
     assert _messages(BAR_DISTRIBUTION.format(bind="y.clone()"), "RC102") == []
     [changed] = _messages(BAR_DISTRIBUTION.format(bind="y"), "RC102")
     assert "`y[mask] = self.borders[0]`" in changed
@@ -1579,3 +1580,25 @@ def test_a_sentinel_swapped_out_and_written_back_leaves_the_argument_as_it_was()
     assert _messages(SENTINEL.format(restore="-1"), "RC102") == []
     [changed] = _messages(SENTINEL.format(restore="-2"), "RC102")
     assert "`nlist[nlist == -1] = 0`" in changed
+
+
+FANIN = """
+import numpy as np
+import torch
+
+
+def {name}(tensor: torch.Tensor):
+    size = tensor.size()
+    fan_in = size[0] if len(size) == 2 else np.prod(size[1:])
+    bound = 1.0 / np.sqrt(fan_in)
+    return tensor.data.uniform_(-bound, bound)
+"""
+
+
+def test_a_function_named_as_an_initializer_fills_the_tensor_it_is_given() -> None:
+    # rlkit's `fanin_init(tensor)` is an initializer as `nn.init`'s are: filling its argument
+    # is its job. The same body under a name that says nothing of the kind changes its
+    # caller's tensor.
+    assert _messages(FANIN.format(name="fanin_init"), "RC102") == []
+    [changed] = _messages(FANIN.format(name="fanin_bound"), "RC102")
+    assert "uniform_" in changed

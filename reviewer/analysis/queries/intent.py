@@ -42,13 +42,14 @@ def indexed_by_its_own_copy(write: Write) -> bool:
 
 
 def is_mutating_function(flow: FunctionFlow) -> bool:
-    """Named to mutate: a trailing `_`, `init_*`, `reset_*`, `update_*`..."""
+    """Named to mutate: a trailing `_`, `init_*`, `reset_*`, `update_*`..., or named as an
+    initializer is (`fanin_init`, `xavier_init`: `nn.init`'s job, filling what it is given)."""
     if flow.scope is None:
         return False
     name = flow.scope.name
     if name.startswith("__") and name.endswith("__"):
         return False  # __call__, __getitem__: dunders, not the trailing-underscore convention
-    return name.endswith("_") or name.startswith(MUTATING_FUNCTION_PREFIXES)
+    return name.endswith(("_", "_init")) or name.startswith(MUTATING_FUNCTION_PREFIXES)
 
 
 def optimizer_method(flow: FunctionFlow) -> bool:
