@@ -147,6 +147,11 @@ def transposed(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")
 
 
+def built_on_optimizer(cls: cst.ClassDef) -> bool:
+    """`class Adasum(torch.optim.Optimizer)`: a class whose base is an optimizer."""
+    return any(dotted(b.value).endswith("Optimizer") for b in cls.bases)
+
+
 def sliced_inside(node: cst.BaseExpression) -> bool:
     """`x[:, a:b]`, `x[0, :, :k]`, `x[::2]`: a slice that keeps part of a dimension after one
     kept whole by `:`, or steps over elements. Short of a degenerate shape (a size-1

@@ -16,7 +16,7 @@ from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in
+from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, names_in
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -317,8 +317,8 @@ def _returned_as_is(value: cst.BaseExpression) -> Iterator[str]:
 def _a_copy(expr: cst.BaseExpression) -> bool:
     """`x.clone()`, `x.clone().view(...)`, `torch.clone(x)`, `copy.deepcopy(x)`: memory of its own."""
     while isinstance(expr, cst.Call):
-        name = call_method_name(expr) if isinstance(expr.func, cst.Attribute) else dotted(expr.func)
-        if name in ("clone", "deepcopy") or dotted(expr.func) in ("torch.clone", "copy.deepcopy"):
+        name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else dotted(expr.func)
+        if name in ("clone", "deepcopy"):
             return True
         if not (isinstance(expr.func, cst.Attribute) and _aliasing_call(expr)):
             return False
@@ -342,7 +342,7 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                 self.copies: dict[cst.Call, str] = {}
 
             def visit_ClassDef(self, node: cst.ClassDef) -> None:
-                self.classes.append(any(dotted(b.value).endswith("Optimizer") for b in node.bases))
+                self.classes.append(built_on_optimizer(node))
 
             def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
                 self.classes.pop()

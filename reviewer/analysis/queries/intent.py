@@ -12,7 +12,7 @@ import libcst as cst
 from review_copies.analysis.events import FunctionFlow, Return, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, dotted
+from review_copies.analysis.syntax import built_on_optimizer, code_of
 from review_copies.analysis.values import Kind
 
 # `t.set_(src)` swaps the storage under the tensor object itself: the one way to update a
@@ -56,7 +56,7 @@ def optimizer_method(flow: FunctionFlow) -> bool:
     """A method of a class built on an optimizer (`class Adasum(torch.optim.Optimizer)`):
     updating the parameters it is handed, in `step` or in its helpers, is the class's job."""
     scope = flow.scope
-    return scope is not None and scope.class_node is not None and any(dotted(b.value).endswith("Optimizer") for b in scope.class_node.bases)
+    return scope is not None and scope.class_node is not None and built_on_optimizer(scope.class_node)
 
 
 def in_place_module(flow: FunctionFlow) -> bool:
