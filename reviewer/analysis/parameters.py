@@ -207,7 +207,6 @@ def _first_input(cx: Context, param: cst.Param) -> bool:
 def _list_of_inputs(cx: Context, name: str) -> bool:
     """Is `forward(self, inputs)` handed a list of inputs (Keras style): is the parameter read
     only as `inputs[0]`, `inputs[1]`? A tensor input is used as a whole somewhere."""
-    assert cx.scope is not None and isinstance(cx.scope.node, cst.FunctionDef)
     body = _body_text(cx)
     uses = list(re.finditer(rf"(?<![\w.]){re.escape(name)}\b", body))
     return bool(uses) and all(_CONSTANT_INDEX.match(body, use.end()) for use in uses)
@@ -228,7 +227,6 @@ def _keyed_container(cx: Context, name: str) -> bool:
     """Is `forward(self, batch)` handed a mapping of inputs (a conditioner's batch dict)? Its
     items are tested for Python types (`isinstance(batch[key], list)`) or looked up by a
     string (`batch["jpg"]`): no tensor holds a list, and none is indexed by a string."""
-    assert cx.scope is not None and isinstance(cx.scope.node, cst.FunctionDef)
     body = _body_text(cx)
     item = rf"(?<![\w.]){re.escape(name)}\s*\["
     return re.search(rf"isinstance\(\s*{item}[^\]]*\]\s*,\s*\(?\s*(list|dict|tuple|str)\b", body) is not None or re.search(rf"{item}\s*['\"]", body) is not None
