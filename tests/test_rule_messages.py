@@ -122,6 +122,76 @@ def test_a_caller_that_returns_the_sample_whose_input_was_mixed_expects_the_writ
     assert len(_messages(source.format(result="lam"), "RC102")) == 1
 
 
+def test_a_caller_that_passes_a_view_of_the_batch_it_returns_expects_the_write() -> None:
+    # omnivore's cutmix: `self._mix_elem(torch.narrow(x, 0, 0, n))` mixes the first n rows
+    # in place through the view ("using torch.narrow to make sure it is a view"), then
+    # `return {"input": x, ...}`.
+    source = MIXUP.replace("lam = self._mix_elem(x)", "lam = self._mix_elem({passed})")
+    for passed in ("torch.narrow(x, 0, 0, len(x) - 1)", "x.narrow(0, 0, 2)", "x[:2]"):
+        assert _messages(source.format(passed=passed, result='{"input": x, "lam": lam}'), "RC102") == [], passed
+        assert len(_messages(source.format(passed=passed, result='{"lam": lam, "mean": x.mean()}'), "RC102")) == 1, passed
+
+
+WRITE_THROUGH = """
+import torch
+
+
+def test_zero(make, params: bool):
+    td = make()
+    td0 = td.clone()
+    if params:
+        td_set = td0.data
+    else:
+        td_set = td0
+    td_set.zero_()
+    {check}
+"""
+
+
+def test_a_test_that_writes_through_an_alias_and_asserts_on_the_original_checks_the_write() -> None:
+    # tensordict's tests: `td_set = td0` (or `td0.data`), `td_set.zero_()`, then `assert (td0
+    # != 1.0).all()`: the assertion is there to see the write reach the original.
+    def found(path: str, check: str) -> list[str]:
+        text = textwrap.dedent(WRITE_THROUGH.format(check=check)).lstrip("\n")
+        return [f.message for f in review_file(FileJob(path, text, None, ("RC101",))).findings]
+
+    for check in ("assert (td0 != 1.0).all()", "torch.testing.assert_close(td0, torch.zeros(3))", "for key in td0.keys():\n        assert (td0[0].get(key) == 0).all()"):
+        assert found("test/test_methods.py", check) == [], check
+        assert len(found("m.py", check)) == 1, check
+    # The original fed to the code under test is read as if it still held its values.
+    assert len(found("test/test_methods.py", "assert make.apply(td0).sum() > 0")) == 1
+
+
+REGISTERED = """
+import torch
+from torch import nn
+
+
+class Embedding(nn.Module):
+    def __init__(self, n: int, d: int, padding_idx: int):
+        super().__init__()
+        self.padding_idx = padding_idx
+        self.register_parameter("weight", {weight})
+
+    @staticmethod
+    def create_weight(n: int, d: int):
+        return nn.Parameter(torch.zeros((n, d)), requires_grad=False)
+
+    def weight_loader(self, param: nn.Parameter, loaded: torch.Tensor):
+        param.data.copy_(loaded)
+        self.weight[self.padding_idx] = 0
+"""
+
+
+def test_a_registered_parameter_is_what_was_registered() -> None:
+    # lmdeploy's inference Embedding registers a weight its helper makes with
+    # `requires_grad=False`; writing a padding row into it raises nothing.
+    assert _messages(REGISTERED.format(weight="self.create_weight(n, d)"), "RC202") == []
+    assert _messages(REGISTERED.format(weight="nn.Parameter(torch.zeros(n, d), requires_grad=False)"), "RC202") == []
+    [leaf] = _messages(REGISTERED.format(weight="nn.Parameter(torch.zeros(n, d))"), "RC202")
+    assert "`self.weight`" in leaf
+
+
 RETAKEN = """
 import torch
 

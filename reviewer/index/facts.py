@@ -351,6 +351,9 @@ def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = froz
     # A method or an index of a new value (`(sz * scale).long()`, `(a + b)[0]`) is that value
     # or a part of it, or a copy: no one else holds it either.
     inner = arg.func.value if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) else arg.value if isinstance(arg, ast.Subscript) else None
+    if isinstance(arg, ast.Call) and isinstance(inner, ast.Name) and inner.id == "torch":
+        # `torch.narrow(x, 0, 0, n)` is `x.narrow(0, 0, n)`: its first argument's memory.
+        inner = arg.args[0] if arg.args and not isinstance(arg.args[0], ast.Starred) else None
     if inner is None:
         return None
     below = _passed(inner, None, masks)

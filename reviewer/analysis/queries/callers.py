@@ -105,7 +105,11 @@ def _passed_root(value: cst.BaseExpression | None) -> str | None:
         if isinstance(value, cst.Subscript):
             value = value.value
         elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and _aliasing_call(value):
-            value = value.func.value
+            # `torch.narrow(x, 0, 0, n)` is `x.narrow(0, 0, n)`: the memory is its first argument's.
+            torch_function = dotted(value.func.value) == "torch"
+            if torch_function and not value.args:
+                return None
+            value = value.args[0].value if torch_function else value.func.value
         else:
             return None
     return None
@@ -159,6 +163,8 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue  # `f(sample["input"])` and then `return sample`: the caller hands back what holds the write
         if _unseen_by_caller(value, call, site, later):
             continue
+        if not isinstance(value, cst.Name) and _passed_root(value) in site.caller_returns:
+            continue  # `f(torch.narrow(x, 0, 0, n))` and then `return x`: the write lands in what the caller hands back
         if not isinstance(value, cst.Name):
             return False
         if value.value in site.caller_returns or value.value in site.own_copies:

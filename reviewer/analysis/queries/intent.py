@@ -9,10 +9,10 @@ import re
 
 import libcst as cst
 
-from review_copies.analysis.events import FunctionFlow, Return, Write
+from review_copies.analysis.events import FunctionFlow, Return, Use, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import built_on_optimizer, code_of
+from review_copies.analysis.syntax import built_on_optimizer, code_of, dotted
 from review_copies.analysis.values import Kind
 
 # `t.set_(src)` swaps the storage under the tensor object itself: the one way to update a
@@ -326,3 +326,48 @@ def _evaluation_test(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _evaluation_test(test.left) or _evaluation_test(test.right)
     return isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and code_of(test.expression) == "self.training"
+
+
+# Calls that compare what they are given: inside an `assert`, or asserting themselves.
+_COMPARING_CALLS = frozenset("equal allclose isclose all_close array_equal".split())
+
+
+def checks_the_write(read: Use) -> bool:
+    """A read of a name that a test's assertion compares (`assert (td0 != 1.0).all()`,
+    `assert (td[i].get(k) == 0).all()`, `torch.testing.assert_close(td0, ...)`), or a loop
+    over its keys for such assertions (`for key in td.keys():`, which sees no values): after
+    a write through an alias, what such reads check is that the write reached the name. A
+    name handed to code under test (`assert f(td0).sum() > 0`) is read as data."""
+    stmt = read.stmt
+    if isinstance(stmt, cst.For):
+        it = stmt.iter
+        return isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "keys" and it.func.value is read.node
+    if isinstance(stmt, cst.Assert):
+        checked = [stmt.test]
+    elif isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call) and dotted(stmt.value.func).rpartition(".")[2].startswith("assert"):
+        checked = [a.value for a in stmt.value.args]
+    else:
+        return False
+    while checked:
+        expr = checked.pop()
+        while True:  # the object a chain of items, attributes and methods starts from
+            if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+                if expr.func.attr.value in _COMPARING_CALLS:
+                    checked.extend(a.value for a in expr.args)
+                expr = expr.func.value
+            elif isinstance(expr, (cst.Subscript, cst.Attribute)):
+                expr = expr.value
+            else:
+                break
+        if expr is read.node:
+            return True
+        if isinstance(expr, cst.Comparison):
+            checked.append(expr.left)
+            checked.extend(c.comparator for c in expr.comparisons)
+        elif isinstance(expr, cst.BooleanOperation):
+            checked.extend((expr.left, expr.right))
+        elif isinstance(expr, cst.UnaryOperation):
+            checked.append(expr.expression)
+        elif isinstance(expr, cst.Call) and dotted(expr.func).rpartition(".")[2] in _COMPARING_CALLS:
+            checked.extend(a.value for a in expr.args)
+    return False

@@ -67,11 +67,13 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method == "forward" or (not own_method and method not in NN_MODULE_METHODS and (args or kwargs)):
         # `model.encoder(x)`: a submodule is called like the module itself.
         return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)
-    if method == "register_buffer" and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):
+    if method in ("register_buffer", "register_parameter") and len(args) >= 2 and isinstance(node.args[0].value, cst.SimpleString):
         name = node.args[0].value.evaluated_value
         owner = dotted(func.value)
         if owner and isinstance(name, str):
-            cx.state[f"{owner}.{name}"] = args[1].but(fresh=False, grad=Tri.NO)
+            # A parameter is what was registered (`nn.Parameter(w, requires_grad=False)`, or
+            # what a helper built: unknown), not a guess from its name.
+            cx.state[f"{owner}.{name}"] = args[1].but(fresh=False, grad=Tri.NO) if method == "register_buffer" else args[1].but(fresh=False)
         return NONE
     return UNKNOWN
 

@@ -9,10 +9,11 @@ from typing import ClassVar
 import libcst as cst
 
 from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import position_of
-from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.queries.intent import checks_the_write, deliberate_write
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.index.repo import Signature
@@ -51,6 +52,8 @@ class WriteThroughAlias(Rule):
                         continue  # `v = out` then `v = v.narrow(...)` in a loop: what reaches the write is the view
                     if pair.holder_bind is not None and _a_new_buffer(pair.holder_bind.expr) and _a_region(write, pair.writer_bind):
                         continue  # `out = torch.zeros(...)`, filled block by block through `out.reshape(...)[i] = v`
+                    if is_test_path(flow.file.path) and pair.reads and all(checks_the_write(read) for read in pair.reads):
+                        continue  # `td_set = td0`, `td_set.zero_()`, `assert (td0 == 0).all()`: the test checks the write reached it
                     fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)
                     yield Hit(write.node, self.message(pair), fix, anchors=self.anchors(pair))
                     break
