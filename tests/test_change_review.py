@@ -255,6 +255,43 @@ def test_a_helper_writing_its_argument_is_reported_only_when_a_caller_elsewhere_
     assert _whole_file(repo, tmp_path, "spaces.py") == [("RC102", 8)]
 
 
+SPLAT = """
+import torch
+
+
+def splat(init_grid: torch.Tensor, feat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    b, f = init_grid.shape[:2]
+    grid_flat = init_grid.view(b, f, -1)
+    grid_flat.scatter_add_(2, index, feat)
+    grid_flat = torch.round(grid_flat)
+    return grid_flat.view({reshape})
+"""
+
+MAPPER = """
+import torch
+
+import depth as du
+
+
+def project(feat, index):
+    init_grid = torch.zeros(2, 3, 8, 8)
+    return du.splat(init_grid, feat, index).transpose(2, 3)
+"""
+
+
+def test_a_helper_that_reads_only_the_shape_of_what_it_wrote_leaves_it_to_the_callers(repo: Repo, tmp_path: Path) -> None:
+    # home-robot's `splat_feat_nd`: it scatters into its grid through a view and returns
+    # `grid_flat.view(init_grid.shape)`; every caller passes a new grid it never reads again.
+    repo.write("depth.py", SPLAT.format(reshape="init_grid.shape"))
+    repo.write("mapper.py", MAPPER)
+    repo.commit("a splatting helper and its one caller")
+    assert _whole_file(repo, tmp_path, "depth.py") == []
+    # Reading the grid's values after writing it is the helper's own hazard, whoever calls.
+    repo.write("depth.py", SPLAT.format(reshape="init_grid.shape) + init_grid.mean("))
+    repo.commit("the helper reads the grid's values again")
+    assert _whole_file(repo, tmp_path, "depth.py") == [("RC102", 7)]
+
+
 def test_a_call_that_could_not_bind_to_the_helper_is_another_functions(repo: Repo, tmp_path: Path) -> None:
     # A namesake with another signature (`postprocess(frames, size=...)`) is called on a
     # tensor read again; that call could not reach `GripperSpace.postprocess(self, action)`.

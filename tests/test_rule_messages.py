@@ -192,6 +192,24 @@ def test_a_registered_parameter_is_what_was_registered() -> None:
     assert "`self.weight`" in leaf
 
 
+KEYPOINTS = """
+import torch
+
+
+def localize(goal: torch.Tensor, found: torch.Tensor, where):
+    goal = goal[0].cpu().to({conversion}).numpy()
+    return goal + found.sum().item()
+"""
+
+
+def test_a_dtype_given_by_keyword_is_no_device() -> None:
+    # home-robot: `keypoints[0].cpu().to(dtype=int).numpy()`; `int` is not a name the analysis
+    # resolves, but what is passed as `dtype=` cannot move the tensor off the CPU.
+    assert _messages(KEYPOINTS.format(conversion="dtype=int"), "RC321") == []
+    [moved] = _messages(KEYPOINTS.format(conversion="where"), "RC321")
+    assert "may be on a GPU" in moved
+
+
 RETAKEN = """
 import torch
 

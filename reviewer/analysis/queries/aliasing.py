@@ -217,3 +217,23 @@ def _whole(expr: cst.BaseExpression) -> int | None:
     if isinstance(expr, cst.Integer):
         return int(expr.evaluated_value)
     return None
+
+
+# What a tensor says of its layout, not of its values.
+_LAYOUT = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda", "layout"))
+
+
+def reads_layout_only(use: Use) -> bool:
+    """`x.shape`, `x.size(0)`, `x.dtype`: a read that no write of the values can change."""
+    stmt = use.stmt
+    if stmt is None:
+        return False
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            found = found or (node.value is use.node and node.attr.value in _LAYOUT)
+
+    stmt.visit(Find())
+    return found

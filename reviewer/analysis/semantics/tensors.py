@@ -104,8 +104,11 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     elif method == "to":
         if keyword_is(node, "copy", "True"):
             return cx.tensor(node, recv, origin=origin).but(device=recv.device)
-        for value in (*args, *(v for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
-            if value.kind is Kind.DEVICE:
+        for key, value in (*((None, a) for a in args), *((k, v) for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
+            if key == "dtype":
+                # (`dtype=int`, a name it cannot resolve: a dtype still, never a device)
+                target_dtype = value.dtype if value.dtype is not None and value.kind is Kind.OTHER else target_dtype
+            elif value.kind is Kind.DEVICE:
                 target_device, target_flag = value.device, value.gpu_if
             elif value.dtype is not None and value.kind is Kind.OTHER:
                 target_dtype = value.dtype

@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Use, Write
 from review_copies.analysis.parse import is_test_path
-from review_copies.analysis.queries.aliasing import last_bind, name_of
+from review_copies.analysis.queries.aliasing import last_bind, name_of, reads_layout_only
 from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_pass_sequences, callers_rebind, fresh_at_every_call_site, handed_over, returns_argument
 from review_copies.analysis.queries.intent import (
     declares_mutation,
@@ -433,5 +433,6 @@ def _forward_input(flow: FunctionFlow, param: str) -> bool:
 
 def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:
     """`noisy = clean; noisy.add_(n); ...; mse(pred, clean)`: the function itself reads the
-    argument after writing it under another name, so the hazard is inside it, whoever calls."""
-    return writer != arg and any(isinstance(e, Use) and e.name == arg for e in flow.after(write))
+    argument after writing it under another name, so the hazard is inside it, whoever calls
+    (not where it reads only the shape: `return flat.view(grid.shape)`)."""
+    return writer != arg and any(isinstance(e, Use) and e.name == arg and not reads_layout_only(e) for e in flow.after(write))

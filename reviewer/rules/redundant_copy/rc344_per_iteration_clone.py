@@ -159,6 +159,24 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "the clones run in the loop's first iteration only (`if i == start:`): one copy per loop, not one per iteration",
         ),
+        Valid(
+            """
+            import torch
+            def best_swap(coords: torch.Tensor, swaps, score):
+                best = coords
+                best_score = score(coords)
+                for swap in swaps:
+                    for i, j in swap:
+                        trial = coords.clone()
+                        trial[:, j] = coords[:, i]
+                        if score(trial) > best_score:
+                            best = trial
+                            best_score = score(trial)
+                    coords = best.clone()
+                return coords
+            """,
+            "the best try is kept as `best`: one buffer refilled every iteration would change what `best` holds",
+        ),
     )
     INVALID = (
         Invalid(
@@ -201,7 +219,7 @@ class PerIterationCloneIntoNewTensor(Rule):
                 type(e).__name__ == "Return" and e.value.roots & roots for e in flow.events
             )
             used_after = any(isinstance(e, Use) and e.name == bind.name and e.line > loop.end for e in flow.events)
-            if kept or used_after or bind.value.kind is not Kind.TENSOR:
+            if kept or used_after or bind.value.kind is not Kind.TENSOR or _kept_under_another_name(flow, bind, loop):
                 continue
             if _used_as_other_class(flow, {src_name, bind.name}):
                 continue  # `mesh.clone()`, `cameras.clone()`: other classes clone too, and `empty_like` fits only tensors
@@ -213,6 +231,13 @@ class PerIterationCloneIntoNewTensor(Rule):
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
+
+
+def _kept_under_another_name(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
+    """`best = trial` in the loop, and `best` read after it: the iteration's copy outlives
+    the iteration under the other name (boltz keeps its best symmetry swap so)."""
+    aliases = {e.name for e in flow.of(Bind) if bind.index < e.index and e.line <= loop.end and e.name != bind.name and isinstance(e.expr, cst.Name) and e.expr.value == bind.name}
+    return any(isinstance(e, Use) and e.name in aliases and e.line > loop.end for e in flow.events)
 
 
 def _used_as_other_class(flow: FunctionFlow, names: set[str]) -> bool:

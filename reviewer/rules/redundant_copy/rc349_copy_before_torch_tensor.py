@@ -38,7 +38,13 @@ class CopyBeforeTorchTensor(Rule):
     Safe where the array has no negative strides: `torch.tensor` copies anyway, so the result
     owns its memory in both versions. `torch.tensor` raises on a negative stride, so a copy of
     a reversed or rotated view (`a[::-1]`, `np.flip`, `np.rot90`, here or where the name was
-    bound in the function) is load-bearing and is not reported.
+    bound in the function) is load-bearing and is not reported; so is a copy of a named field
+    (`records["atom_idxs"].copy()`): a field of a NumPy structured array has the record's
+    stride, which `torch.tensor` rejects unless it is a multiple of the field's item size.
+
+    ## Known problems
+    A string-keyed item of a dict of arrays is left too: the analysis cannot tell it from a
+    structured array's field.
     """
 
     code = "RC349"
@@ -78,6 +84,15 @@ class CopyBeforeTorchTensor(Rule):
             """,
             "the name holds a rotated view, whose strides are negative: without the copy `torch.tensor` raises",
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            def bounds(constraints: np.ndarray):
+                return torch.tensor(constraints["atom_idxs"].copy(), dtype=torch.long).T
+            """,
+            "a field of a structured array (`2i4` in an 18-byte record) has strides `torch.tensor` rejects: the copy makes it work",
+        ),
     )
     INVALID = (
         Invalid(
@@ -109,13 +124,29 @@ class CopyBeforeTorchTensor(Rule):
                     continue  # (tensors have no .copy(); a mis-typed value is not this rule's)
             elif isinstance(arg, cst.Call) and code_of(arg.func).endswith(("np.copy", "numpy.copy")) and len(arg.args) == 1:
                 inner = arg.args[0].value
-            if inner is None or _may_have_negative_strides(flow, inner, event.index):
-                continue  # (`torch.tensor` raises on a negative stride: `np.copy(a[::-1])` is what makes it work)
+            if inner is None or _may_have_negative_strides(flow, inner, event.index) or _a_named_field(inner):
+                continue  # (`torch.tensor` raises on a negative stride or a record's stride: the copy is what makes it work)
             message = (
                 f"`{short_code(arg)}` copies the array only for `torch.tensor` to copy it again: `torch.tensor` always copies its "
                 f"input. Pass `{short_code(inner)}` directly."
             )
             yield Hit(event.node, message, (arg, inner))
+
+
+def _a_named_field(expr: cst.BaseExpression) -> bool:
+    """`records["atom_idxs"]`, or a part of one (`records["xyz"][:, 0]`): maybe a field of a
+    structured array, strided by the whole record."""
+    while True:
+        if isinstance(expr, cst.Subscript):
+            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.SimpleString):
+                return True
+            expr = expr.value
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            expr = expr.func.value
+        elif isinstance(expr, cst.Attribute):
+            expr = expr.value
+        else:
+            return False
 
 
 _FLIPS = frozenset(("flip", "flipud", "fliplr", "rot90"))
