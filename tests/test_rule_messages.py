@@ -210,6 +210,103 @@ def test_a_dtype_given_by_keyword_is_no_device() -> None:
     assert "may be on a GPU" in moved
 
 
+CYCLE = """
+from typing import Optional
+
+import torch
+
+
+def cycle(chunks, step):
+    acc = None
+    for i, c in enumerate(chunks):
+        acc = step(c, i, None if i == 0 else c, acc)
+    return acc
+
+
+def backward(image_features: torch.Tensor, chunks):
+    def my_step(incoming: torch.Tensor, rank: int, req, grad_text: Optional[torch.Tensor]) -> torch.Tensor:
+        raw = image_features @ incoming.T
+        if req is None:
+            grad_text = torch.matmul(raw.T, image_features)
+        else:
+            grad_text.addmm_(raw.T, image_features)
+        return {result}
+
+    return cycle(chunks, my_step)
+"""
+
+
+def test_an_accumulator_written_in_one_arm_and_returned_is_handed_back() -> None:
+    # dinov3's chunked CLIP backward: `grad_text` is built in the first step and grown in
+    # place by the next ones, each returning it for the next call.
+    assert _messages(CYCLE.format(result="grad_text"), "RC102") == []
+    assert len(_messages(CYCLE.format(result="raw"), "RC102")) == 1
+
+
+TRANSFORMED = """
+from functools import partial
+
+import torch
+from torch import nn
+
+
+class Transform:
+    def __call__(self, image, max_num_chunks: int):
+        return image, (1, 2)
+
+
+class Model(nn.Module):
+    def __init__(self, size: int):
+        super().__init__()
+        self.image_transform = {transform}
+
+    def forward(self, batch_images):
+        pairs = [[self.image_transform(im) for im in row] for row in batch_images]
+        ratios = torch.ones(len(batch_images), 4, 2, dtype=torch.int64)
+        for i, row in enumerate(pairs):
+            ratios[i, : len(row)] = torch.stack([torch.tensor(x[1]) for x in row])
+        return ratios
+"""
+
+
+def test_a_partial_kept_on_a_module_is_no_submodule() -> None:
+    # llama-models: `self.image_transform = partial(VariableSizeImageTransform(...), ...)`
+    # returns an image and a tuple of sizes; `torch.tensor(x[1])` builds from the tuple.
+    assert _messages(TRANSFORMED.format(transform="partial(Transform(), max_num_chunks=size)"), "RC301") == []
+    [copied] = _messages(TRANSFORMED.format(transform="nn.Linear(size, size)"), "RC301")
+    assert "`x[1]`" in copied
+
+
+SPREAD = """
+import torch
+
+
+def greedy(ref_embedding, ref_masks, hyp_embedding, hyp_masks, all_layers=False):
+    ref_embedding.div_(torch.norm(ref_embedding, dim=-1).unsqueeze(-1))
+    return torch.bmm(hyp_embedding, ref_embedding.transpose(1, 2)) * ref_masks.sum() * hyp_masks.sum()
+
+
+def score(batches, stats):
+    out = []
+    {before}
+    with torch.no_grad():
+        for refs, hyps in batches:
+            {bind}
+            hyp_stats = stats(hyps)
+            p = greedy(*ref_stats, *hyp_stats, False)
+            out.append(p)
+    return out
+"""
+
+
+def test_a_tuple_spread_into_a_call_and_never_read_again_is_the_callers_temporary() -> None:
+    # lighteval's BERTScore: `greedy_cos_idf(*ref_stats, *hyp_stats, all_layers)` with
+    # `ref_stats = pad_batch_stats(...)` made anew at the top of every iteration.
+    assert _messages(SPREAD.format(before="pass", bind="ref_stats = stats(refs)"), "RC102") == []
+    # Made once before the loop, the same tensors are normalised again every iteration.
+    assert len(_messages(SPREAD.format(before="ref_stats = stats(batches[0][0])", bind="pass"), "RC102")) == 1
+
+
 RETAKEN = """
 import torch
 

@@ -5,7 +5,7 @@ once per file (`ParsedFile.once`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -15,8 +15,9 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.later import assigned_names, read_later
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, names_in
+from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -26,7 +27,9 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
         values = e.value.items if e.value.items is not None else (e.value,)
         # What is returned still holds the argument's memory (x, x.mul_(w), a view of x).
         # `return x.long()` after writing into x: the caller gets the changed tensor back either way.
-        if any(own in v.roots and (v.via == "to" or (v.certain and not v.via)) for v in values):
+        # A name one arm rebinds and the other writes in place (`if req is None: acc = a @ b`
+        # / `else: acc.addmm_(a, b)`, `return acc`) still hands the written argument back.
+        if any(own in v.roots and (v.via == "to" or not v.via) for v in values):
             return True
     return False
 
@@ -52,8 +55,14 @@ def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpress
     for call in own_call_sites(flow.file, flow.scope):
         value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
         if value is None and position is not None:
-            positional = [a.value for a in call.args if a.keyword is None and not a.star]
-            value = positional[position] if position < len(positional) else None
+            given = [a for a in call.args if a.keyword is None and a.star != "**"]
+            spread = next((i for i, a in enumerate(given) if a.star), None)
+            if spread is not None and spread <= position:
+                # After a `*tuple` the places are unknown: an argument from it on may fill
+                # the parameter if it comes no later (each spread gives one item at least).
+                value = cst.Tuple([cst.Element(a.value) for a in given[spread : position + 1]])
+            else:
+                value = given[position].value if position < len(given) else None
         out.append((call, value))
     return out
 
@@ -128,14 +137,16 @@ def _aliasing_call(expr: cst.BaseExpression) -> bool:
 
 
 def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
-    """A call in this file passes a name for `arg` and keeps the result under another name
-    (`x = normalize(images)`, and `images` is used again): the caller treats the function as pure."""
+    """A call in this file passes a name (or a part of one, `scores[1:]`) for `arg` and keeps
+    the result under another name (`x = normalize(images)`, and `images` is used again): the
+    caller treats the function as pure."""
     assigned = assigned_names(flow.file)
     later = read_later(flow.file)
-    return any(
-        isinstance(value, cst.Name) and call in assigned and value.value not in assigned[call] and value.value in later.get(call, ())
-        for call, value in passed(flow, arg)
-    )
+    for call, value in passed(flow, arg):
+        root = _passed_root(value)
+        if root is not None and call in assigned and root not in assigned[call] and root in later.get(call, ()):
+            return True
+    return False
 
 
 def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
@@ -161,7 +172,7 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue  # `w.copy_(f(w))`: the caller writes the result into what it passed anyway
         if isinstance(value, (cst.Subscript, cst.Attribute)) and name_of(value).split(".")[0] in site.caller_returns:
             continue  # `f(sample["input"])` and then `return sample`: the caller hands back what holds the write
-        if _unseen_by_caller(value, call, site, later):
+        if _unseen_by_caller(value, call, site, later) or _spread_locals_dropped(value, call, site, later):
             continue
         if not isinstance(value, cst.Name) and _passed_root(value) in site.caller_returns:
             continue  # `f(torch.narrow(x, 0, 0, n))` and then `return x`: the write lands in what the caller hands back
@@ -173,6 +184,18 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             continue
         return False
     return True
+
+
+def _spread_locals_dropped(value: cst.BaseExpression | None, call: cst.Call, site: CallContext, later: dict[cst.Call, frozenset[str]]) -> bool:
+    """`f(*ref_stats, *hyp_stats, flag)`: what fills the parameter comes out of one of the
+    spread tuples (`value` lists every argument that may), each a local of the caller's that
+    it never reads again, as `ref_stats = pad(...)` is."""
+    if not isinstance(value, cst.Tuple) or call not in later:
+        return False
+    names = [e.value for e in value.elements if not isinstance(e.value, cst.BaseNumber | cst.BaseString) and code_of(e.value) not in ("True", "False", "None")]
+    return all(
+        isinstance(n, cst.Name) and n.value not in site.caller_params and n.value not in later[call] and n.value not in site.caller_returns for n in names
+    )
 
 
 def _unseen_by_caller(value: cst.BaseExpression | None, call: cst.Call, site: CallContext, later: dict[cst.Call, frozenset[str]]) -> bool:
@@ -507,70 +530,3 @@ def call_sites(file: ParsedFile, root: cst.CSTNode) -> dict[str, list[cst.Call]]
         return found
 
     return file.once(("call_sites", id(root)), compute)
-
-
-def assigned_names(file: ParsedFile) -> dict[cst.Call, set[str]]:
-    """For calls that are the value of an assignment: the names they are assigned to (and the
-    code of item targets, `s[i]`)."""
-
-    def compute() -> dict[cst.Call, set[str]]:
-        found: dict[cst.Call, set[str]] = {}
-
-        class _Assigns(cst.CSTVisitor):
-            def visit_Assign(self, node: cst.Assign) -> None:
-                if isinstance(node.value, cst.Call):
-                    names: set[str] = set()
-                    for target in node.targets:
-                        t = target.target
-                        elements = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
-                        names |= {e.value for e in elements if isinstance(e, cst.Name)}
-                        names |= {code_of(e) for e in elements if isinstance(e, cst.Subscript)}
-                    found[node.value] = names
-
-        file.module.visit(_Assigns())
-        return found
-
-    return file.once("assigned_names", compute)
-
-
-def read_later(file: ParsedFile) -> dict[cst.Call, frozenset[str]]:
-    """For calls that are a statement, the value of an assignment or of a return: the names that the code after that
-    statement reads, in its own block, the blocks around it and (in a loop) the next
-    iteration, up to the enclosing function."""
-
-    def compute() -> dict[cst.Call, frozenset[str]]:
-        out: dict[cst.Call, frozenset[str]] = {}
-        _walk_block(file.module.body, frozenset(), out)
-        return out
-
-    return file.once("read_later", compute)
-
-
-def _walk_block(body: Sequence[cst.CSTNode], after: frozenset[str], out: dict[cst.Call, frozenset[str]]) -> None:
-    suffix: list[frozenset[str]] = [after] * (len(body) + 1)
-    for i in range(len(body) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] | names_in(body[i])
-    for i, stmt in enumerate(body):
-        later = suffix[i + 1]
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, (cst.Assign, cst.Expr)) and isinstance(small.value, cst.Call):
-                    out[small.value] = later
-                elif isinstance(small, cst.Return) and isinstance(small.value, cst.Call):
-                    out[small.value] = frozenset()  # `return f(x)`: the caller reads nothing after it
-            continue
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            later = frozenset()
-        elif isinstance(stmt, (cst.For, cst.While)):
-            later = later | names_in(stmt)
-        for suite in _suites(stmt):
-            _walk_block(suite, later, out)
-
-
-def _suites(node: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
-    """The statement lists directly inside a compound statement (body, else, handlers...)."""
-    for child in node.children:
-        if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            yield child.body
-        elif not isinstance(child, cst.BaseStatement):
-            yield from _suites(child)

@@ -46,6 +46,10 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
             # ndarray.__copy__ copies the data (a tensor's shares its storage: measured).
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
         return first.but(fresh=False, roots=first.roots | cx.new_root(node, "shallow"), via=first.via or "shallow-copy")
+    if qual == "functools.partial" and first.kind is not Kind.MODULE:
+        # `partial(VariableSizeImageTransform(size=n), max_num_chunks=k)`: a callable with
+        # arguments bound, kept on a module without being one of its submodules.
+        return Value(kind=Kind.OTHER, grad=Tri.NO, origin=origin)
     if qual == "torch.device":
         return Value(kind=Kind.DEVICE, grad=Tri.NO, device=cx.device_of(first), gpu_if=first.gpu_if)
     if qual in api.ACCELERATOR_DEVICE_FUNCTIONS:
