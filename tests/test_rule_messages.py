@@ -307,6 +307,35 @@ def test_a_tuple_spread_into_a_call_and_never_read_again_is_the_callers_temporar
     assert len(_messages(SPREAD.format(before="ref_stats = stats(batches[0][0])", bind="pass"), "RC102")) == 1
 
 
+DENOISE = """
+import torch
+import torch.nn.functional as F
+
+
+def denoise_loss(model, clean, sigma):
+    noisy = clean
+    noisy.add_(sigma * torch.randn(clean.shape))
+    pred = model(noisy)
+    return F.mse_loss(pred, {target})
+
+
+def train_epoch(model, loader, optimizer, sigma=0.1):
+    for clean in loader:
+        loss = denoise_loss(model, clean, sigma)
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_function_that_reads_what_it_wrote_through_an_alias_is_reported_whatever_its_callers_do() -> None:
+    # The loop's `clean` is new every iteration and never read after the call, but the loss
+    # itself compares with `clean`, which the alias `noisy` has just changed.
+    [inside] = _messages(DENOISE.format(target="clean"), "RC102")
+    assert "`noisy.add_(" in inside
+    # Reading only what it made of it, the function leaves the write to callers that drop it.
+    assert _messages(DENOISE.format(target="noisy"), "RC102") == []
+
+
 RETAKEN = """
 import torch
 

@@ -354,15 +354,18 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
             continue  # mutate-and-return: callers rebind what they get back
-        if restored(flow, write) or fresh_at_every_call_site(flow, owned[0]) or callers_rebind(flow, owned[0]) or callers_expect_the_write(flow, owned[0]):
-            continue
-        if write.target.via in ("index", "view") and callers_pass_sequences(flow, owned[0]):
-            continue
         arg = owned[0]
         writer = name_of(write.target_node)
+        # Read again by the function itself after writing it under another name: the hazard
+        # is inside it (`noisy = clean; noisy.add_(n); mse(pred, clean)`), whatever callers do.
+        inside = _read_after_through_alias(flow, write, arg, writer)
+        if restored(flow, write) or (not inside and (fresh_at_every_call_site(flow, arg) or callers_rebind(flow, arg) or callers_expect_the_write(flow, arg))):
+            continue
+        if write.target.via in ("index", "view") and callers_pass_sequences(flow, arg):
+            continue
         if write.op.strip(".()") in api.SHAPE_ONLY_INPLACE and (writer != arg or last_bind(flow, arg, write.index) is not None):
             continue  # reshapes another object than the caller's: its tensor or array keeps its shape
-        if not _read_after_through_alias(flow, write, arg, writer) and callers_in_repository_drop(flow, arg):
+        if not inside and callers_in_repository_drop(flow, arg):
             continue  # every call in the repository passes a name it never reads again
         if flow.change is not None and arg in flow.change.base_writes:
             continue  # the base version wrote it in place already: that is the function's contract
