@@ -336,6 +336,61 @@ def test_a_function_that_reads_what_it_wrote_through_an_alias_is_reported_whatev
     assert _messages(DENOISE.format(target="noisy"), "RC102") == []
 
 
+def test_a_dtype_spelled_as_a_tensors_dtype_is_no_device() -> None:
+    # FunASR's EEND report: `torch.from_numpy(...).to(y.dtype)`, indexed, then `np.array(...)`:
+    # `y.dtype` moves nothing, whatever the analysis knows of `y`.
+    source = KEYPOINTS.replace("goal = goal[0].cpu().to({conversion}).numpy()", "goal = goal[0].cpu().to({conversion}.dtype).numpy()")
+    assert _messages(source.format(conversion="where"), "RC321") == []
+    assert len(_messages(KEYPOINTS.format(conversion="where"), "RC321")) == 1
+
+
+ADABELIEF = """
+import torch
+
+
+class AdaBelief(torch.optim.Optimizer):
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                half_precision = False
+                if p.data.dtype == torch.float16:
+                    half_precision = True
+                    p.data = p.data.float()
+                    p.grad = p.grad.float()
+                grad = p.grad.data
+                grad.add_(p.data, alpha=group["weight_decay"])
+                p.data.add_(grad, alpha=-group["lr"])
+                if half_precision:
+                    p.data = p.data.half()
+                    p.grad = p.grad.half()
+"""
+
+
+def test_an_optimizers_step_writing_through_its_gradients_alias_is_its_job() -> None:
+    # LMFlow's AdaBelief: `grad = p.grad.data; grad.add_(p.data, alpha=wd)` (L2 decay folded
+    # into the gradient, as the paper's code does): changing `p.grad` is the step's business.
+    assert _messages(ADABELIEF, "RC103") == []
+    assert len(_messages(ADABELIEF.replace("(torch.optim.Optimizer)", ""), "RC103")) == 1
+
+
+STATIC = """
+import torch
+
+
+class Captured:
+    def __init__(self, inputs):
+        self.inputs = tuple({element} for value in inputs)
+        for static, value in zip(self.inputs, inputs):
+            static.copy_(value * 2)
+        self.device = self.inputs[0].device
+"""
+
+
+def test_a_tuple_of_new_buffers_filled_in_place_is_no_shallow_copy() -> None:
+    # RVC's CUDA-graph capture: static input buffers made with `empty_like` and filled.
+    assert _messages(STATIC.format(element="torch.empty_like(value)"), "RC154") == []
+
+
 RETAKEN = """
 import torch
 

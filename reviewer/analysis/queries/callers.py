@@ -29,7 +29,7 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
         # `return x.long()` after writing into x: the caller gets the changed tensor back either way.
         # A name one arm rebinds and the other writes in place (`if req is None: acc = a @ b`
         # / `else: acc.addmm_(a, b)`, `return acc`) still hands the written argument back.
-        if any(own in v.roots and (v.via == "to" or not v.via) for v in values):
+        if any(own in v.roots and v.via in ("", "to") for v in values):
             return True
     return False
 

@@ -104,7 +104,10 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     elif method == "to":
         if keyword_is(node, "copy", "True"):
             return cx.tensor(node, recv, origin=origin).but(device=recv.device)
-        for key, value in (*((None, a) for a in args), *((k, v) for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
+        # `.to(y.dtype)`: spelled as a tensor's dtype, whatever the analysis knows of `y`.
+        given = [a.value for a in node.args if a.keyword is None and not a.star]
+        keys = ["dtype" if isinstance(g, cst.Attribute) and g.attr.value == "dtype" else None for g in given]
+        for key, value in (*zip(keys, args), *((k, v) for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
             if key == "dtype":
                 # (`dtype=int`, a name it cannot resolve: a dtype still, never a device)
                 target_dtype = value.dtype if value.dtype is not None and value.kind is Kind.OTHER else target_dtype

@@ -13,7 +13,7 @@ from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import position_of
-from review_copies.analysis.queries.intent import checks_the_write, deliberate_write
+from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.index.repo import Signature
@@ -37,6 +37,8 @@ class WriteThroughAlias(Rule):
     recipes = ("alias", "input-mutation")
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
+        if optimizer_method(flow):
+            return  # `grad = p.grad.data; grad.add_(p.data, alpha=wd)` in a step: updating those is the class's job
         for write in flow.of(Write):
             if deliberate_write(write) or write.op == "out=" or saved_before(flow, write) is not None:
                 continue  # (out= writes into a chosen buffer on purpose; a saved tensor is RC201's)

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.rewrite import chain
 from review_copies.analysis.roots import overlaps
-from review_copies.analysis.syntax import call_method_name, receiver_of, short_code
+from review_copies.analysis.syntax import call_method_name, dotted, receiver_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -112,6 +112,8 @@ class ShallowCopySnapshot(Rule):
             if value.kind is Kind.TENSOR:
                 roots = value.roots
             elif element is not None and element.kind is Kind.TENSOR and not element.leaf:
+                if _of_new_tensors(bind.expr):
+                    continue  # `tuple(torch.empty_like(v) for v in inputs)`: new tensors, made to be filled
                 roots = element.roots  # (parameter lists are RC152's)
             else:
                 continue
@@ -127,6 +129,19 @@ class ShallowCopySnapshot(Rule):
                 "Copy the tensors (`.detach().clone()`)."
             )
             yield Hit(bind.node, message, _shallow_fix(bind.expr, value.kind), anchors=(read.node,))
+
+
+# Calls that make a new tensor (a comprehension of these builds no copy of another's tensors).
+_NEW_TENSOR = frozenset("empty_like zeros_like ones_like full_like rand_like randn_like empty zeros ones full tensor clone".split())
+
+
+def _of_new_tensors(expr: cst.BaseExpression) -> bool:
+    """`tuple(torch.empty_like(v) for v in inputs)`: a container built from a comprehension
+    whose every element is a new tensor."""
+    if not isinstance(expr, cst.Call) or len(expr.args) != 1:
+        return False
+    made = expr.args[0].value
+    return isinstance(made, (cst.GeneratorExp, cst.ListComp)) and isinstance(made.elt, cst.Call) and dotted(made.elt.func).rpartition(".")[2] in _NEW_TENSOR
 
 
 def _taken_from(flow: FunctionFlow, write: Write, copy: str) -> bool:
