@@ -320,7 +320,8 @@ def denoise_loss(model, clean, sigma):
 
 
 def train_epoch(model, loader, optimizer, sigma=0.1):
-    for clean in loader:
+    for batch in loader:
+        clean = batch.float()
         loss = denoise_loss(model, clean, sigma)
         loss.backward()
         optimizer.step()
@@ -328,7 +329,7 @@ def train_epoch(model, loader, optimizer, sigma=0.1):
 
 
 def test_a_function_that_reads_what_it_wrote_through_an_alias_is_reported_whatever_its_callers_do() -> None:
-    # The loop's `clean` is new every iteration and never read after the call, but the loss
+    # The loop's `clean` is made anew every iteration and never read after the call, but the loss
     # itself compares with `clean`, which the alias `noisy` has just changed.
     [inside] = _messages(DENOISE.format(target="clean"), "RC102")
     assert "`noisy.add_(" in inside
@@ -389,6 +390,87 @@ class Captured:
 def test_a_tuple_of_new_buffers_filled_in_place_is_no_shallow_copy() -> None:
     # RVC's CUDA-graph capture: static input buffers made with `empty_like` and filled.
     assert _messages(STATIC.format(element="torch.empty_like(value)"), "RC154") == []
+
+
+FLIPPED = """
+import torch
+
+
+class Split:
+    def _process_targets(self, targets):
+        if self.rr_prob is not None:
+            flip_probs = torch.tensor(self.rr_prob).expand(targets.size())
+        if self.is_encrypted(targets):
+            if self.rr_prob is not None:
+                targets = targets + flip_probs
+            targets_enc = targets
+        else:
+            if self.rr_prob is not None:
+                flip_mask = flip_probs.bernoulli()
+                targets += flip_mask - 2 * targets * flip_mask
+            targets_enc = self.encrypt(targets)
+        return targets_enc
+"""
+
+
+def test_an_argument_returned_from_the_arm_that_did_not_write_it_is_no_mutate_and_return() -> None:
+    # CrypTen's randomised response: the plaintext arm flips the caller's labels in place and
+    # returns their encryption; only the other arm hands `targets` back, unwritten.
+    [flipped] = _messages(FLIPPED, "RC102")
+    assert "`targets += " in flipped
+
+
+PAIRS = """
+import torch
+
+
+class Mixup:
+    def _mix_pair(self, x, lam: float):
+        for i in range(0, len(x), 2):
+            x_flipped = x[i:i+2].flip(0).mul_(1. - lam)
+            x[i:i+2].mul_(lam).add_(x_flipped)
+        return torch.tensor([lam] * len(x), device=x.device)
+
+    def __call__(self, x, lam: float):
+        weights = self._mix_pair(x, lam)
+        return x, weights
+"""
+
+
+def test_a_write_through_an_expression_of_the_argument_is_no_hidden_alias() -> None:
+    # Cream's TinyViT mixup: `x[i:i+2].mul_(lam)` in a loop that reads `x` again; the caller
+    # returns the mixed batch, as it means to.
+    assert _messages(PAIRS, "RC102") == []
+
+
+CONVERT = """
+import torch
+
+
+def convert_pdc(op, weight):
+    if op == "cv":
+        return weight
+    shape = weight.shape
+    weight_c = weight.sum(dim=[2, 3])
+    weight = weight.view(shape[0], shape[1], -1)
+    weight[:, :, 4] = weight[:, :, 4] - weight_c
+    return weight.view(shape)
+
+
+def convert_pidinet(state_dict, ops):
+    new_dict = {}
+    for name, p in state_dict.items():
+        new_dict[name] = convert_pdc(ops[name], p)
+    return new_dict
+"""
+
+
+def test_an_item_a_loop_takes_from_the_callers_dict_is_still_held_after_the_call() -> None:
+    # modelscope's PiDiNet converter: `p` is rebound every iteration, but it is a tensor of the
+    # checkpoint the caller handed in, which the in-place conversion changes; and the `cv`
+    # arm returns the argument unwritten, which makes no mutate-and-return of the other arm.
+    [converted] = _messages(CONVERT, "RC102")
+    assert "`weight[:, :, 4] = " in converted
 
 
 RETAKEN = """

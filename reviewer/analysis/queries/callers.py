@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from review_copies.analysis import roots
-from review_copies.analysis.events import FunctionFlow, Return
+from review_copies.analysis.events import FunctionFlow, Return, Write
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.later import assigned_names, read_later
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted
+from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, names_in
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -27,9 +27,14 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
         values = e.value.items if e.value.items is not None else (e.value,)
         # What is returned still holds the argument's memory (x, x.mul_(w), a view of x).
         # `return x.long()` after writing into x: the caller gets the changed tensor back either way.
-        # A name one arm rebinds and the other writes in place (`if req is None: acc = a @ b`
-        # / `else: acc.addmm_(a, b)`, `return acc`) still hands the written argument back.
-        if any(own in v.roots and v.via in ("", "to") for v in values):
+        if any(own in v.roots and (v.via == "to" or (v.certain and not v.via)) for v in values):
+            return True
+        # `return acc` where one arm rebinds the name and the other grows it in place (`if req
+        # is None: acc = a @ b` / `else: acc.addmm_(a, b)`): the written argument is handed
+        # back on the path that wrote it (not from an arm the write is not on).
+        if isinstance(e.value_node, cst.Name) and e.value_node.value == arg and own in e.value.roots and not e.value.via and any(
+            isinstance(w, Write) and own in w.target.roots and w.index < e.index and not w.exclusive_with(e) for w in flow.events
+        ):
             return True
     return False
 
@@ -142,9 +147,14 @@ def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
     caller treats the function as pure."""
     assigned = assigned_names(flow.file)
     later = read_later(flow.file)
+    contexts = call_contexts(flow.file)
     for call, value in passed(flow, arg):
         root = _passed_root(value)
-        if root is not None and call in assigned and root not in assigned[call] and root in later.get(call, ()):
+        site = contexts.get(call)
+        # (An item a loop takes from a container, `for name, p in state_dict.items():`, is
+        # still held by that container after the call.)
+        kept = root in later.get(call, ()) or (site is not None and root in site.loop_targets)
+        if root is not None and call in assigned and root not in assigned[call] and kept:
             return True
     return False
 
@@ -180,7 +190,7 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
             return False
         if value.value in site.caller_returns or value.value in site.own_copies:
             continue  # (a copy the caller made for itself, `y = y.clone()`: the write lands in it, as the caller meant)
-        if value.value not in site.caller_params and call in later and value.value not in later[call]:
+        if value.value not in site.caller_params and value.value not in site.loop_targets and call in later and value.value not in later[call]:
             continue
         return False
     return True
@@ -317,6 +327,9 @@ class CallContext:
     in_optimizer_step: bool = False
     # Names the caller bound, before this call, to a copy of its own (`y = y.clone().view(...)`).
     own_copies: frozenset[str] = frozenset()
+    # Targets of the loops around the call (`for name, p in state_dict.items():`): items of
+    # something else, never temporaries of the caller's own.
+    loop_targets: frozenset[str] = frozenset()
 
 
 _GRAD_OFF = ("no_grad", "inference_mode")
@@ -369,6 +382,13 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                 self.steps: list[bool] = [False]  # is each enclosing function an optimizer's step?
                 self.statements: set[cst.Call] = set()
                 self.copies: dict[cst.Call, str] = {}
+                self.loop_targets: list[frozenset[str]] = []
+
+            def visit_For(self, node: cst.For) -> None:
+                self.loop_targets.append(names_in(node.target))
+
+            def leave_For(self, original_node: cst.For) -> None:
+                self.loop_targets.pop()
 
             def visit_ClassDef(self, node: cst.ClassDef) -> None:
                 self.classes.append(built_on_optimizer(node))
@@ -410,7 +430,8 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
 
             def visit_Call(self, node: cst.Call) -> None:
                 params, returns, copies = self.functions[-1]
-                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node), self.steps[-1], frozenset(copies))
+                targets = frozenset().union(*self.loop_targets)
+                found[node] = CallContext(node in self.statements, self.no_grad[-1] > 0, params, returns, self.copies.get(node), self.steps[-1], frozenset(copies), targets)
                 func = node.func
                 if isinstance(func, cst.Attribute) and func.attr.value == "copy_" and node.args and isinstance(node.args[0].value, cst.Call):
                     self.copies[node.args[0].value] = code_of(func.value)

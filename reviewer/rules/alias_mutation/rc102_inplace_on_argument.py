@@ -437,5 +437,7 @@ def _forward_input(flow: FunctionFlow, param: str) -> bool:
 def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:
     """`noisy = clean; noisy.add_(n); ...; mse(pred, clean)`: the function itself reads the
     argument after writing it under another name, so the hazard is inside it, whoever calls
-    (not where it reads only the shape: `return flat.view(grid.shape)`)."""
-    return writer != arg and any(isinstance(e, Use) and e.name == arg and not reads_layout_only(e) for e in flow.after(write))
+    (not where it reads only the shape: `return flat.view(grid.shape)`). Written through an
+    expression of the argument itself (`x[i:j].mul_(lam)`), the function knows what it
+    writes into."""
+    return bool(writer) and writer != arg and any(isinstance(e, Use) and e.name == arg and not reads_layout_only(e) for e in flow.after(write))

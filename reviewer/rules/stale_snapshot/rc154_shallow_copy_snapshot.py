@@ -101,6 +101,27 @@ class ShallowCopySnapshot(Rule):
                 return [a - b for a, b in zip(states, before)]
             """,
         ),
+        Invalid(
+            """
+            import torch
+            def f():
+                states = [torch.ones(2), torch.ones(2)]
+                before = list(s for s in states)
+                for s in states:
+                    s.mul_(0.9)
+                return [a - b for a, b in zip(states, before)]
+            """,
+            line=4,
+            fix="""
+            import torch
+            def f():
+                states = [torch.ones(2), torch.ones(2)]
+                before = [s.detach().clone() for s in states]
+                for s in states:
+                    s.mul_(0.9)
+                return [a - b for a, b in zip(states, before)]
+            """,
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -166,5 +187,12 @@ def _shallow_fix(expr: cst.BaseExpression, kind: Kind) -> tuple[cst.CSTNode, cst
         source = receiver_of(expr)
     else:
         return None
-    s = cst.Name("s")
-    return expr, cst.ListComp(elt=chain(s, "detach", "clone"), for_in=cst.CompFor(target=s, iter=source))
+    if isinstance(source, (cst.GeneratorExp, cst.ListComp)):
+        # `tuple(v for v in vs)`: copy each element the comprehension yields, in its own loop.
+        copied = source.with_changes(elt=chain(source.elt, "detach", "clone"))
+    else:
+        s = cst.Name("s")
+        copied = cst.GeneratorExp(elt=chain(s, "detach", "clone"), for_in=cst.CompFor(target=s, iter=source))
+    if isinstance(expr.func, cst.Name) and expr.func.value == "tuple":
+        return expr, expr.with_changes(args=[cst.Arg(copied.with_changes(lpar=[], rpar=[]) if isinstance(copied, cst.GeneratorExp) else copied)])
+    return expr, cst.ListComp(elt=copied.elt, for_in=copied.for_in)
