@@ -473,6 +473,26 @@ def test_an_item_a_loop_takes_from_the_callers_dict_is_still_held_after_the_call
     assert "`weight[:, :, 4] = " in converted
 
 
+MVN = """
+import torch
+
+
+def utterance_mvn(x: torch.Tensor, mask: torch.Tensor, ilens: torch.Tensor):
+    if x.requires_grad:
+        x = x.masked_fill(mask, 0.0)
+    else:
+        x.masked_fill_(mask, 0.0)
+    return {result}
+"""
+
+
+def test_an_argument_written_on_one_path_and_returned_in_a_tuple_is_handed_back() -> None:
+    # ESPnet's utterance MVN (in FunASR): written in place when no graph needs the input,
+    # and returned with the lengths either way; callers rebind both.
+    assert _messages(MVN.format(result="x, ilens"), "RC102") == []
+    assert len(_messages(MVN.format(result="x.mean(), ilens"), "RC102")) == 1
+
+
 RETAKEN = """
 import torch
 

@@ -32,9 +32,10 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
         # `return acc` where one arm rebinds the name and the other grows it in place (`if req
         # is None: acc = a @ b` / `else: acc.addmm_(a, b)`): the written argument is handed
         # back on the path that wrote it (not from an arm the write is not on).
-        if isinstance(e.value_node, cst.Name) and e.value_node.value == arg and own in e.value.roots and not e.value.via and any(
-            isinstance(w, Write) and own in w.target.roots and w.index < e.index and not w.exclusive_with(e) for w in flow.events
-        ):
+        node = e.value_node
+        nodes = [el.value for el in node.elements] if isinstance(node, cst.Tuple) else [node]
+        handed = any(isinstance(n, cst.Name) and n.value == arg and own in v.roots and not v.via for n, v in zip(nodes, values))
+        if handed and any(isinstance(w, Write) and own in w.target.roots and w.index < e.index and not w.exclusive_with(e) for w in flow.events):
             return True
     return False
 
