@@ -218,8 +218,9 @@ class PerIterationCloneIntoNewTensor(Rule):
             kept = any(isinstance(e, Store) and e.value.roots & roots for e in flow.events) or any(
                 type(e).__name__ == "Return" and e.value.roots & roots for e in flow.events
             )
-            used_after = any(isinstance(e, Use) and e.name == bind.name and e.line > loop.end for e in flow.events)
-            if kept or used_after or bind.value.kind is not Kind.TENSOR or _kept_under_another_name(flow, bind, loop):
+            holders = {bind.name} | _aliases_in_loop(flow, bind, loop)
+            used_after = any(isinstance(e, Use) and e.name in holders and e.line > loop.end for e in flow.events)
+            if kept or used_after or bind.value.kind is not Kind.TENSOR:
                 continue
             if _used_as_other_class(flow, {src_name, bind.name}):
                 continue  # `mesh.clone()`, `cameras.clone()`: other classes clone too, and `empty_like` fits only tensors
@@ -233,11 +234,10 @@ class PerIterationCloneIntoNewTensor(Rule):
             yield Hit(bind.node, message)
 
 
-def _kept_under_another_name(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
-    """`best = trial` in the loop, and `best` read after it: the iteration's copy outlives
-    the iteration under the other name (boltz keeps its best symmetry swap so)."""
-    aliases = {e.name for e in flow.of(Bind) if bind.index < e.index and e.line <= loop.end and e.name != bind.name and isinstance(e.expr, cst.Name) and e.expr.value == bind.name}
-    return any(isinstance(e, Use) and e.name in aliases and e.line > loop.end for e in flow.events)
+def _aliases_in_loop(flow: FunctionFlow, bind: Bind, loop: Loop) -> set[str]:
+    """Names the loop binds to the clone as it is (`best = trial`): read after the loop, they
+    keep the iteration's copy alive past it (boltz keeps its best symmetry swap so)."""
+    return {e.name for e in flow.of(Bind) if bind.index < e.index and e.line <= loop.end and e.name != bind.name and isinstance(e.expr, cst.Name) and e.expr.value == bind.name}
 
 
 def _used_as_other_class(flow: FunctionFlow, names: set[str]) -> bool:
