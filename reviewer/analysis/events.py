@@ -121,7 +121,12 @@ class Accumulate(Event):
 
 @dataclass(frozen=True)
 class Backward(Event):
+    """`value.backward()`, or `torch.autograd.grad(value, ...)` / `torch.autograd.backward(value)`:
+    `value` is what is differentiated. With `retain_graph=True` (or `create_graph=True`) the
+    graph and what it saved outlive the call."""
+
     value: Value
+    retains: bool = False
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,26 @@ def _bindings(stmt: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, str]]:
         yield local, f"{base}.{name}"
 
 
+# Calls that import a module and hand it back: `torch = pytest.importorskip("torch")` binds
+# `torch` as `import torch` does.
+_IMPORTING_CALLS = frozenset(("pytest.importorskip", "importorskip", "importlib.import_module", "import_module"))
+
+
+def _imported_by_call(small: cst.BaseSmallStatement) -> tuple[str, str] | None:
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
+        return None
+    call = small.value
+    if not isinstance(call, cst.Call) or dotted(call.func) not in _IMPORTING_CALLS or not call.args:
+        return None
+    first = call.args[0]
+    if first.keyword is not None or not isinstance(first.value, cst.SimpleString):
+        return None
+    module = first.value.evaluated_value
+    if not isinstance(module, str) or not module.replace(".", "").replace("_", "").isalnum():
+        return None
+    return small.targets[0].target.value, module
+
+
 def scan_imports(module: cst.Module) -> ImportMap:
     """Collect imports by walking statements only (never expressions): cheap."""
     module_level: dict[str, set[str]] = {}
@@ -130,6 +150,9 @@ def scan_imports(module: cst.Module) -> ImportMap:
                             table.setdefault(name, set()).add(qual)
                         if function is None:
                             top_statements.append(stmt)
+                    elif (bound := _imported_by_call(small)) is not None:
+                        table = module_level if function is None else local.setdefault(function, {})
+                        table.setdefault(bound[0], set()).add(bound[1])
                 continue
             inner = stmt if isinstance(stmt, cst.FunctionDef) else function
             walk(list(statement_bodies(stmt)), inner)

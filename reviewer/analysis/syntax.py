@@ -106,6 +106,16 @@ def keyword_is(node: cst.Call, name: str, literal: str) -> bool:
     return isinstance(value, cst.Name) and value.value == literal
 
 
+def retains_graph(node: cst.Call) -> bool:
+    """`backward(retain_graph=True)`, `torch.autograd.grad(..., create_graph=True)`: the graph
+    and the tensors it saved outlive the call (a flag that is a variable may be on)."""
+    for name in ("retain_graph", "create_graph"):
+        value = keyword(node, name)
+        if value is not None and not (isinstance(value, cst.Name) and value.value in ("False", "None")):
+            return True
+    return False
+
+
 def first_argument_false(node: cst.Call, keyword_name: str) -> bool:
     """`x.requires_grad_(False)` or `x.requires_grad_(requires_grad=False)`."""
     if node.args and node.args[0].keyword is None and isinstance(node.args[0].value, cst.Name):

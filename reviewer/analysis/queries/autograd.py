@@ -17,9 +17,11 @@ def backpropagated(flow: FunctionFlow, roots: frozenset[str], after: int = -1) -
 
 def backward_between(flow: FunctionFlow, start: int, end: int, saved: int | None = None) -> bool:
     """Did a backward run between the two events that freed the saved tensor `saved`?
-    (A backward frees its own graph only; one of unknown provenance may have freed anything.)"""
+    (A backward frees its own graph only; one of unknown provenance may have freed anything;
+    one told to retain the graph frees nothing.)"""
     return any(
-        isinstance(e, Backward) and start < e.index < end and (saved is None or not e.value.graph or saved in e.value.graph) for e in flow.events
+        isinstance(e, Backward) and not e.retains and start < e.index < end and (saved is None or not e.value.graph or saved in e.value.graph)
+        for e in flow.events
     )
 
 

@@ -36,11 +36,15 @@ def training_loop(flow: FunctionFlow, loop: Loop) -> bool:
     layers, timesteps, refinement steps) is the model's own computation."""
     if flow.scope is not None and flow.scope.kind == "method" and flow.scope.name == "forward":
         return False
-    for e in flow.events:
-        if loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")):
-            return True
+    if trains_inside(flow, loop):
+        return True
     node = loop.node
     return isinstance(node, cst.For) and bool(TRAINING_ITERABLE.search(code_of(node.iter)))
+
+
+def trains_inside(flow: FunctionFlow, loop: Loop) -> bool:
+    """Something in the loop backpropagates or steps an optimizer."""
+    return any(loop.start <= e.line <= loop.end and (isinstance(e, Backward) or (isinstance(e, Write) and e.op == "optimizer.step()")) for e in flow.events)
 
 
 # At most this many iterations, written out, is a fixed handful (a test's two or three
@@ -64,12 +68,37 @@ def few_steps(loop: Loop) -> bool:
     return False
 
 
+def _leaves_after(flow: FunctionFlow, block: cst.BaseSuite, line: int) -> bool:
+    """Is the line in a block of the loop that ends in `break` or `return` (`total_loss +=
+    loss; break`): once it runs, the loop is left, so it runs at most once. Nested loops are
+    not entered: their `break` leaves them, not this loop."""
+    if not isinstance(block, cst.IndentedBlock) or not block.body:
+        return False
+    first, last = flow.file.span(block.body[0])[0], flow.file.span(block.body[-1])[1]
+    if not first <= line <= last:
+        return False
+    tail = block.body[-1]
+    if isinstance(tail, cst.SimpleStatementLine) and any(isinstance(small, (cst.Break, cst.Return)) for small in tail.body):
+        return True
+    for stmt in block.body:
+        if isinstance(stmt, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+            continue
+        for child in stmt.children:
+            suites = [child] if isinstance(child, cst.IndentedBlock) else [c for c in child.children if isinstance(c, cst.IndentedBlock)]
+            if any(_leaves_after(flow, suite, line) for suite in suites):
+                return True
+    return False
+
+
 def one_iteration(flow: FunctionFlow, event: Event, loop: Loop) -> bool:
-    """Does the event run in a single iteration of the loop only, under `if step == 0:`
+    """Does the event run in a single iteration of the loop only: in a block that leaves the
+    loop (`...; break`), under `if step == 0:`
     (the loop's own counter compared with a number) or, where the loop counts (`range`,
     `enumerate`: no value comes twice), `if i == start:` with a name the loop never
     rebinds? What it keeps is then one step's."""
     node = loop.node
+    if _leaves_after(flow, node.body, event.line):
+        return True
     if not isinstance(node, cst.For):
         return False
     counters = names_in(node.target)

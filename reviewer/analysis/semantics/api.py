@@ -146,6 +146,9 @@ MODULE_CLASS_PREFIXES = ("torch.nn.", "nn.")
 # Libraries whose functions never return a tensor, though their objects may look like one
 # (a SciPy sparse matrix's `.data`, a DataFrame's `.values`). NumPy is modelled on its own.
 NON_TORCH_LIBRARIES = ("scipy.", "pandas.", "sklearn.", "networkx.")
+# Their classes build dataset objects, not tensors: what `.data` holds differs by dataset
+# (torchvision's CIFAR10 keeps a NumPy array there, MNIST a tensor).
+DATASET_LIBRARIES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")
 OPTIMIZER_PREFIX = "torch.optim."
 # Functions that name a device other than the CPU (an XLA device: a TPU or GPU). The
 # analysis has one word for "not the CPU", Device.CUDA: what matters to copies is that
@@ -153,6 +156,7 @@ OPTIMIZER_PREFIX = "torch.optim."
 ACCELERATOR_DEVICE_FUNCTIONS = frozenset(("torch_xla.device", "torch_xla.core.xla_model.xla_device"))
 # Device strings of such devices (`"xla"`, `"xla:0"`, `"mps"`, `"xpu"`), beside `"cuda"`.
 ACCELERATOR_DEVICE_STRINGS = frozenset(("xla", "mps", "xpu", "hpu", "npu"))
+DIFFERENTIATE_FUNCTIONS = frozenset(("torch.autograd.grad", "torch.autograd.backward"))
 GRAD_MODE_OFF = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"))
 GRAD_MODE_ON = frozenset(("torch.enable_grad", "torch.autograd.enable_grad"))
 

@@ -8,9 +8,9 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
-from review_copies.analysis.events import Write
+from review_copies.analysis.events import Backward, Write
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import keyword_is, last, short_code
+from review_copies.analysis.syntax import keyword_is, last, retains_graph, short_code
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _FLOAT_FACTORIES = frozenset(("zeros", "ones", "empty", "rand", "randn", "full", "linspace", "logspace", "eye", "normal"))
@@ -46,6 +46,11 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
             # ndarray.__copy__ copies the data (a tensor's shares its storage: measured).
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
         return first.but(fresh=False, roots=first.roots | cx.new_root(node, "shallow"), via=first.via or "shallow-copy")
+    if qual in api.DIFFERENTIATE_FUNCTIONS and args:
+        # Runs backward through `outputs` as `outputs.backward()` does (and frees that graph
+        # unless told to keep it); the gradients it returns are not followed.
+        cx.emit(Backward, node, value=first, retains=retains_graph(node))
+        return UNKNOWN
     if qual == "functools.partial" and first.kind is not Kind.MODULE:
         # `partial(VariableSizeImageTransform(size=n), max_num_chunks=k)`: a callable with
         # arguments bound, kept on a module without being one of its submodules.
@@ -77,6 +82,8 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=first.roots, certain=False, via="numpy", device=Device.CPU)
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True) if short[:1].islower() else OTHER
     if all(q.startswith(api.NON_TORCH_LIBRARIES) for q in quals):
+        return OTHER
+    if qual.startswith(api.DATASET_LIBRARIES) and short[:1].isupper():
         return OTHER
     return UNKNOWN
 

@@ -12,7 +12,7 @@ from review_copies.analysis.guesses import DATA_PIPELINE_NAME, SCHEDULER_NAME
 from review_copies.analysis.semantics import api, containers
 from review_copies.analysis.semantics.modules import call_module_method, call_optimizer_method
 from review_copies.analysis.semantics.tensors import call_tensor_method, maybe_self
-from review_copies.analysis.syntax import dotted
+from review_copies.analysis.syntax import dotted, retains_graph
 from review_copies.analysis.values import NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _CONTAINERS = (Kind.STATE_DICT, Kind.DICT, Kind.PARAMETER_LIST, Kind.LIST, Kind.TUPLE)
@@ -22,7 +22,7 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     func = node.func
     assert isinstance(func, cst.Attribute)
     if method == "backward":
-        cx.emit(Backward, node, value=recv)
+        cx.emit(Backward, node, value=recv, retains=retains_graph(node))
         return NONE
     if recv.kind is Kind.MODULE:
         return call_module_method(cx, node, recv, method, args, kwargs)

@@ -166,6 +166,16 @@ class CopyConstructFromTensor(Rule):
             """,
             "`isinstance(weights, (Tensor, list))` lets a list through too: `weights.detach().clone()` would break it",
         ),
+        Valid(
+            """
+            import torch
+            import torchvision
+            def cifar(root):
+                train = torchvision.datasets.CIFAR10(root, True, download=True)
+                return torch.tensor(train.data).permute(0, 3, 1, 2).float()
+            """,
+            "a dataset's `.data` is whatever the dataset keeps there: CIFAR10's is a NumPy array",
+        ),
     )
     INVALID = (
         Invalid(
@@ -270,7 +280,7 @@ class CopyConstructFromTensor(Rule):
                 f"copy-construct warning.{grad_note} Say what is meant: `.detach().clone()` for a "
                 "copy, `torch.as_tensor(...)` if no copy is needed."
             )
-            yield Hit(event.node, message, self._fix(event, arg_node))
+            yield Hit(event.node, message, _fix(event, arg_node))
 
     def _source(self, event: Call) -> tuple[cst.BaseExpression, object] | None:
         call = event.call
@@ -285,28 +295,29 @@ class CopyConstructFromTensor(Rule):
             return None
         return positional[0].value, value
 
-    def _fix(self, event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:
-        call = event.call
-        keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
-        if "pin_memory" in keywords and not is_name(keywords["pin_memory"].value, "False"):
+
+def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:
+    call = event.call
+    keywords = {a.keyword.value: a for a in call.args if a.keyword is not None}
+    if "pin_memory" in keywords and not is_name(keywords["pin_memory"].value, "False"):
+        return None
+    if set(keywords) - {"dtype", "device", "requires_grad", "pin_memory"}:
+        return None
+    conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
+    detached = chain(arg, "detach")
+    if event.method == "new_tensor" and conversion and "device" not in keywords:
+        return None
+    if event.method == "new_tensor" and not conversion:
+        # new_tensor gives the result the receiver's dtype and device.
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        if not isinstance(receiver, (cst.Name, cst.Attribute)):
             return None
-        if set(keywords) - {"dtype", "device", "requires_grad", "pin_memory"}:
-            return None
-        conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
-        detached = chain(arg, "detach")
-        if event.method == "new_tensor" and conversion and "device" not in keywords:
-            return None
-        if event.method == "new_tensor" and not conversion:
-            # new_tensor gives the result the receiver's dtype and device.
-            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
-            if not isinstance(receiver, (cst.Name, cst.Attribute)):
-                return None
-            conversion = [cst.Arg(receiver)]
-        if conversion:
-            copy = method(detached, "to", clean_args([*conversion, kwarg("copy", cst.Name("True"))]))
-        else:
-            copy = method(detached, "clone")
-        requires = keywords.get("requires_grad")
-        if requires is not None and not is_name(requires.value, "False"):
-            copy = method(copy, "requires_grad_", [cst.Arg(requires.value)])
-        return call, copy
+        conversion = [cst.Arg(receiver)]
+    if conversion:
+        copy = method(detached, "to", clean_args([*conversion, kwarg("copy", cst.Name("True"))]))
+    else:
+        copy = method(detached, "clone")
+    requires = keywords.get("requires_grad")
+    if requires is not None and not is_name(requires.value, "False"):
+        copy = method(copy, "requires_grad_", [cst.Arg(requires.value)])
+    return call, copy

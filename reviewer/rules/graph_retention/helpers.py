@@ -9,6 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Backward, FunctionFlow
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import atom, chain
+from review_copies.analysis.syntax import names_in
 
 
 def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -19,8 +20,15 @@ def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def backward_on(flow: FunctionFlow, name: str) -> Iterator[Backward]:
-    """`name.backward(...)` calls in the function."""
+    """The backward passes through `name` in the function: `name.backward()`,
+    `(name / n).backward()`, `torch.autograd.grad(name, params)`."""
     for event in flow.of(Backward):
-        func = event.node.func if isinstance(event.node, cst.Call) else None
-        if isinstance(func, cst.Attribute) and name_of(func.value) == name:
+        call = event.node if isinstance(event.node, cst.Call) else None
+        if call is None:
+            continue
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
+            differentiated: cst.BaseExpression | None = call.func.value
+        else:
+            differentiated = call.args[0].value if call.args else None
+        if differentiated is not None and (name_of(differentiated) == name or name in names_in(differentiated, attributes=True)):
             yield event

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Accumulate, FunctionFlow, Loop
+from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, reset_each_optimizer_step, step_loop
+from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Tri
@@ -190,6 +190,23 @@ class AccumulatedAttachedTensor(Rule):
         Valid(
             """
             import torch
+            import torch.nn.functional as F
+            from torch import nn
+            def query_grads(net: nn.Module, queryloader):
+                loss_sum = 0.0
+                sizes = []
+                for images, labels in queryloader:
+                    loss = F.cross_entropy(net(images), labels)
+                    loss_sum += loss * labels.size(0)
+                    sizes.append(labels.size(0))
+                loss_sum = loss_sum / sum(sizes)
+                return torch.autograd.grad(loss_sum, list(net.parameters()))
+            """,
+            "the weighted sum over the query batches is differentiated by `torch.autograd.grad`: its graph is the point",
+        ),
+        Valid(
+            """
+            import torch
             def evaluate(model, loader):
                 total = 0.0
                 with torch.no_grad():
@@ -240,6 +257,23 @@ class AccumulatedAttachedTensor(Rule):
         Valid(
             """
             import torch
+            def label_step(model, loader, optimizer, start: int):
+                total_loss = 0
+                for idx, (x, y) in enumerate(loader):
+                    if idx < start:
+                        continue
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    total_loss += loss
+                    break
+                print(f"loss = {total_loss}")
+            """,
+            "the loop is left right after the sum: one batch's graph, kept once",
+        ),
+        Valid(
+            """
+            import torch
             def compute_aux_loss(aux_list: list, backward: bool = False):
                 aux_loss_sum = 0
                 for aux_loss in aux_list:
@@ -281,38 +315,60 @@ class AccumulatedAttachedTensor(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        for acc in flow.of(Accumulate):
-            loop = loop_of(flow, acc)
-            persistent = acc.name.startswith("self.")
-            if acc.no_grad or not acc.value.attached or any(backward_on(flow, acc.name)):
-                continue
-            if loop is None and not persistent:
-                continue
-            if acc.name.endswith(".data"):
-                continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
-            if _rebound_this_call(flow, acc):
-                continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
-            # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
-            # only accumulation across training steps (or across calls, on self) retains graphs,
-            # so the sum must have been started before the step loop, not reset in each step.
-            if loop is not None and len(acc.loops) == 1 and _sums_the_items(loop, acc):
-                continue  # `for aux in aux_losses: total += aux`: the list holds those graphs already, and it does not grow
-            outer = step_loop(flow, acc) if loop is not None else None
-            if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
-                continue
-            if outer is not None and reset_each_optimizer_step(flow, acc.name, outer):
-                continue  # a running sum over one optimizer step's micro-batches, started again after it
-            what = short_code(acc.value_node)
-            operand = short_code(atom(acc.value_node))
-            where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
-            message = (
-                f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, {where}: each step's graph "
-                f"(its nodes, and the activations too until `backward()` frees them) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
-                f"`{operand}.item()` or `{operand}.detach()`."
-            )
-            if called_grad_off_in_repository(flow):
-                return  # every caller runs it with autograd off: nothing it keeps holds a graph
-            yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
+        yield from _accumulations(flow)
+
+
+def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
+    for acc in flow.of(Accumulate):
+        loop = loop_of(flow, acc)
+        persistent = acc.name.startswith("self.")
+        if acc.no_grad or not acc.value.attached or _differentiated(flow, acc):
+            continue
+        if loop is None and not persistent:
+            continue
+        if acc.name.endswith(".data"):
+            continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
+        if _rebound_this_call(flow, acc):
+            continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
+        # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
+        # only accumulation across training steps (or across calls, on self) retains graphs,
+        # so the sum must have been started before the step loop, not reset in each step.
+        if loop is not None and len(acc.loops) == 1 and _sums_the_items(loop, acc):
+            continue  # `for aux in aux_losses: total += aux`: the list holds those graphs already, and it does not grow
+        outer = step_loop(flow, acc) if loop is not None else None
+        if loop is not None and not persistent and (outer is None or not bound_outside(flow, acc.name, outer) or few_steps(outer)):
+            continue
+        if outer is not None and reset_each_optimizer_step(flow, acc.name, outer):
+            continue  # a running sum over one optimizer step's micro-batches, started again after it
+        if outer is not None and one_iteration(flow, acc, outer):
+            continue  # `total += loss; break`: one step's graph, once
+        what = short_code(acc.value_node)
+        operand = short_code(atom(acc.value_node))
+        where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"
+        message = (
+            f"`{acc.name}` accumulates `{what}`, which is attached to the autograd graph, {where}: each step's graph "
+            f"(its nodes, and the activations too until `backward()` frees them) stays alive as long as `{acc.name}`, so memory grows step after step. Accumulate "
+            f"`{operand}.item()` or `{operand}.detach()`."
+        )
+        if called_grad_off_in_repository(flow):
+            return  # every caller runs it with autograd off: nothing it keeps holds a graph
+        yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
+
+
+def _differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """A backward pass runs through the sum (`total.backward()`, `torch.autograd.grad(total /
+    n, params)`): an in-graph sum built to be differentiated. One after the name was started
+    afresh (`total = 0.0`) differentiates another sum, not this one."""
+    for backward in backward_on(flow, acc.name):
+        if backward.index < acc.index:
+            return True  # in a loop: last pass's backward, or the sum's own
+        restarted = any(
+            isinstance(e, Bind) and e.name == acc.name and acc.index < e.index < backward.index and (e.expr is None or acc.name not in names_in(e.expr, attributes=True))
+            for e in flow.events
+        )
+        if not restarted:
+            return True
+    return False
 
 
 def _sums_the_items(loop: Loop, acc: Accumulate) -> bool:

@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store, Use
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
+from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop, trains_inside
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -57,6 +57,27 @@ class StoredAttachedTensor(Rule):
     recipes = ("retention",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Pulse(nn.Module):
+                def __init__(self, hamil, n_steps: int):
+                    super().__init__()
+                    self.hamil = hamil
+                    self.shape = nn.Parameter(torch.ones(n_steps))
+                    self.n_steps = n_steps
+                def get_unitary(self):
+                    unitary_per_step = []
+                    for k in range(self.n_steps):
+                        unitary_per_step.append(torch.matrix_exp(-1j * self.hamil * self.shape[k]))
+                    u = unitary_per_step[0]
+                    for step in unitary_per_step[1:]:
+                        u = u @ step
+                    return u
+            """,
+            "time steps of one evolution, multiplied into the result after the loop: the graph is the result's",
+        ),
         Valid(
             """
             import torch
@@ -262,47 +283,53 @@ class StoredAttachedTensor(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        for store in flow.of(Store):
-            if store.how not in ("append", "insert", "extend", "setitem", "add") or store.no_grad or not store.value.attached:
-                continue
-            if store.value.kind is not Kind.TENSOR or store.value_node is None or store.value.leaf:
-                continue
-            loop = loop_of(flow, store)
-            container = store.container
-            # Growing a list on self keeps every call's graph; a keyed cache on self does not grow.
-            persistent = container.startswith("self.") and store.how in ("append", "extend", "insert") and not emptied_before(flow, container, store)
-            if loop is None and not persistent:
-                continue
-            # The list must outlive a step: made before the step loop, not anew in each step.
-            outer = step_loop(flow, store) if loop is not None else None
-            if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
-                continue
-            if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or _same_key_each_pass(flow, store, outer)):
-                continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
-            if outer is not None and _carried_into_next_pass(flow, store, outer):
-                continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
-            if _made_into_array(flow, container, store):
-                continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
-            if outer is not None and one_iteration(flow, store, outer):
-                continue  # one step's graph, kept once: memory does not grow with the steps
-            if loop is not None and any(isinstance(e, Backward) and e.line > loop.end for e in flow.events):
-                continue
-            what = short_code(store.value_node)
-            where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call"
-            freed = _backward_through(flow, store, loop)
-            kept = (
-                f"its step's graph nodes alive (`backward()` at line {freed} freed the saved activations, not the nodes), so memory "
-                "grows a little with every step"
-                if freed is not None
-                else "its step's whole graph alive, so memory grows step after step"
-            )
-            message = (
-                f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps "
-                f"{kept}. Store `{short_code(detached(store.value_node))}` (or `.item()` for a number)."
-            )
-            if called_grad_off_in_repository(flow):
-                return  # every caller runs it with autograd off: nothing it keeps holds a graph
-            yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
+        yield from _stores(flow)
+
+
+def _stores(flow: FunctionFlow) -> Iterator[Hit]:
+    for store in flow.of(Store):
+        if store.how not in ("append", "insert", "extend", "setitem", "add") or store.no_grad or not store.value.attached:
+            continue
+        if store.value.kind is not Kind.TENSOR or store.value_node is None or store.value.leaf:
+            continue
+        loop = loop_of(flow, store)
+        container = store.container
+        # Growing a list on self keeps every call's graph; a keyed cache on self does not grow.
+        persistent = container.startswith("self.") and store.how in ("append", "extend", "insert") and not emptied_before(flow, container, store)
+        if loop is None and not persistent:
+            continue
+        # The list must outlive a step: made before the step loop, not anew in each step.
+        outer = step_loop(flow, store) if loop is not None else None
+        if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
+            continue
+        if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or _same_key_each_pass(flow, store, outer)):
+            continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
+        if outer is not None and _carried_into_next_pass(flow, store, outer):
+            continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
+        if _made_into_array(flow, container, store):
+            continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
+        if outer is not None and _combined_after(flow, container, outer):
+            continue  # per-time-step pieces of this function's own result, put together after the loop
+        if outer is not None and one_iteration(flow, store, outer):
+            continue  # one step's graph, kept once: memory does not grow with the steps
+        if loop is not None and _backward_after(flow, loop, container):
+            continue
+        what = short_code(store.value_node)
+        where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call"
+        freed = _backward_through(flow, store, loop)
+        kept = (
+            f"its step's graph nodes alive (`backward()` at line {freed} freed the saved activations, not the nodes), so memory "
+            "grows a little with every step"
+            if freed is not None
+            else "its step's whole graph alive, so memory grows step after step"
+        )
+        message = (
+            f"`{what}` is attached to the autograd graph and is kept in `{container}` {where}: each stored tensor keeps "
+            f"{kept}. Store `{short_code(detached(store.value_node))}` (or `.item()` for a number)."
+        )
+        if called_grad_off_in_repository(flow):
+            return  # every caller runs it with autograd off: nothing it keeps holds a graph
+        yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
 
 
 def _carried_into_next_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
@@ -353,6 +380,34 @@ def _made_into_array(flow: FunctionFlow, container: str, store: Store) -> bool:
         first = event.node.args[0].value
         if isinstance(first, cst.Name) and first.value == container:
             return True
+    return False
+
+
+def _combined_after(flow: FunctionFlow, container: str, loop: Loop) -> bool:
+    """`for k in range(self.n_steps): pieces.append(step(k))`, then the pieces put together
+    after the loop: a loop taken for training steps by its bound's name alone (nothing in it
+    backpropagates or steps an optimizer), whose list is this call's material, not a log."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not (isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"):
+        return False
+    if trains_inside(flow, loop):
+        return False
+    return any(isinstance(e, Use) and e.name == container and e.line > loop.end for e in flow.events)
+
+
+def _backward_after(flow: FunctionFlow, loop: Loop, container: str) -> bool:
+    """A backward after the loop, which may run through what the list kept (`sum(losses)`
+    went into `total`, and `total.backward()`); `torch.autograd.grad(...)` of outputs that do
+    not name the list differentiates something else (a query loss after a support loop)."""
+    for event in flow.of(Backward):
+        if event.line <= loop.end:
+            continue
+        call = event.node
+        if isinstance(call, cst.Call) and not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"):
+            if call.args and container in names_in(call.args[0].value, attributes=True):
+                return True
+            continue
+        return True
     return False
 
 

@@ -213,6 +213,28 @@ class InplaceOnSavedTensor(Rule):
         Invalid(
             """
             import torch
+            def two_losses(x: torch.Tensor):
+                w = torch.randn(3, 2, requires_grad=True)
+                h = torch.sigmoid(x @ w)
+                h.sum().backward(retain_graph=True)
+                h.mul_(2)
+                (h * h).sum().backward()
+            """,
+            line=6,
+            fix="""
+            import torch
+            def two_losses(x: torch.Tensor):
+                w = torch.randn(3, 2, requires_grad=True)
+                h = torch.sigmoid(x @ w)
+                h.sum().backward(retain_graph=True)
+                h = h.mul(2)
+                (h * h).sum().backward()
+            """,
+            note="`retain_graph=True` keeps what the first backward saved, for the second",
+        ),
+        Invalid(
+            """
+            import torch
             def f():
                 w = torch.randn(3, requires_grad=True)
                 y = torch.sigmoid(w)

@@ -62,6 +62,17 @@ class NumpyOnGradOrGpuTensor(Rule):
         Valid(
             """
             import pytest
+            torch = pytest.importorskip("torch")
+            def test_delta(dtype):
+                model = torch.nn.Linear(2, 1, bias=False).to(dtype=dtype)
+                before = model.state_dict()["weight"].clone()
+                return (model.state_dict()["weight"] - before).cpu().to(torch.float32).numpy()
+            """,
+            "`pytest.importorskip(\"torch\")` imports torch: `torch.float32` is a dtype, and `.cpu()` put the tensor on the CPU",
+        ),
+        Valid(
+            """
+            import pytest
             import torch
             @pytest.fixture(name="ctx")
             def _ctx():
