@@ -174,7 +174,7 @@ def index_kind(node: cst.Subscript, values: list[Value]) -> str:
         if isinstance(expr, (cst.List, cst.ListComp)) or value.kind in (Kind.LIST, Kind.NDARRAY):
             return "advanced"
         if value.kind is Kind.TENSOR:
-            if value.dtype == "bool" or _index_array(expr):
+            if value.dtype == "bool" or value.vector or _index_array(expr):
                 return "advanced"
             result = "maybe"  # a 0-d integer tensor indexes like an integer: a view
             continue

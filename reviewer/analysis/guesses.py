@@ -71,7 +71,7 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     `parameters`, only uses up to the end of the statement that first rebinds them count:
     after `obs = torch.FloatTensor(obs)`, `obs.unsqueeze(0)` says what the new value is, not
     what the caller passed."""
-    text = COMMENT.sub("", source)
+    text = COMMENT.sub("", _TRIPLE_QUOTED.sub(_blank_lines, source))
     cut = _rebound_at(text, parameters) if parameters else {}
     evidence = UsageEvidence()
     for match in _METHOD_CALL.finditer(text):
@@ -95,6 +95,15 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
         if match.start() <= cut.get(match.group(1), len(text)):
             evidence.arrays.add(match.group(1))
     return evidence
+
+
+# Docstrings are prose: "im_gpu (tensor): the image" is not a call of `im_gpu`. Stripped
+# before comments, whose `#` is often inside one ("# of boxes"); the lines are kept.
+_TRIPLE_QUOTED = re.compile(r"(\"\"\"|''')[\s\S]*?\1")
+
+
+def _blank_lines(match: re.Match[str]) -> str:
+    return "\n" * match.group(0).count("\n")
 
 
 _FROM_NUMPY = re.compile(r"\bfrom_numpy\(\s*([A-Za-z_]\w*)\s*\)")

@@ -104,6 +104,9 @@ class Value:
     # Where it came from, for messages: "torch.sigmoid(...) at line 4".
     origin: str = ""
     line: int = 0
+    # A tensor known to have a dimension at least (`torch.arange(n)`): as an index it is
+    # always advanced indexing, a copy (a 0-d integer tensor would index like an int).
+    vector: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -147,6 +150,7 @@ class Value:
             gpu_if=gpu_flag(self, other),
             origin=self.origin if self.origin == other.origin else "",
             line=self.line if self.line == other.line else 0,
+            vector=self.vector and other.vector,
         )
 
     def but(self, **changes: object) -> Value:

@@ -46,17 +46,20 @@ def test_a_plain_assignment_is_the_same_storage() -> None:
 def test_views_detach_and_data_share_memory_and_say_how() -> None:
     f = flow("""
     import torch
-    def f():
+    def f(i: torch.Tensor):
         a = torch.ones(2, 3)
         v = a.view(3, 2)
         d = a.detach()
         r = a.reshape(6)
         s = a[0]
         m = a[[0, 1]]
-        t = a[torch.tensor([0, 1])]
+        t = a[i]
+        rows = torch.arange(2).to("cpu")
+        k = a[torch.tensor([0, 1])]
+        n = a[rows, i]
     """)
     a = bound(f, "a")[0].value
-    views = {name: bound(f, name)[0].value for name in "vdrsm"}
+    views = {name: bound(f, name)[0].value for name in "vdrsmkn"}
     assert views["v"].roots == a.roots and views["v"].via == "view" and views["v"].certain
     assert views["d"].roots == a.roots and views["d"].via == "detach" and views["d"].grad is Tri.NO
     assert views["r"].roots == a.roots and not views["r"].certain  # reshape may copy
@@ -65,6 +68,10 @@ def test_views_detach_and_data_share_memory_and_say_how() -> None:
     # A tensor index may be a 0-d integer (a view) or not (a copy): the model says "maybe".
     t = bound(f, "t")[0].value
     assert t.roots == a.roots and not t.certain
+    # ...unless it is known to have a dimension (a list made a tensor, `arange`, moved or not):
+    # then it is advanced indexing, a copy (torch 2.13: `a[torch.tensor([0, 1])]` is new memory).
+    assert views["k"].roots.isdisjoint(a.roots)
+    assert views["n"].roots.isdisjoint(a.roots)
 
 
 def test_clone_and_deepcopy_make_new_storage() -> None:

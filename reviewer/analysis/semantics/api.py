@@ -150,6 +150,7 @@ NON_TORCH_LIBRARIES = ("scipy.", "pandas.", "sklearn.", "networkx.")
 # (torchvision's CIFAR10 keeps a NumPy array there, MNIST a tensor).
 DATASET_LIBRARIES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")
 OPTIMIZER_PREFIX = "torch.optim."
+SCHEDULER_PREFIXES = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.SWALR")
 # Functions that name a device other than the CPU (an XLA device: a TPU or GPU). The
 # analysis has one word for "not the CPU", Device.CUDA: what matters to copies is that
 # moving a CPU tensor there always copies, and that NumPy cannot read it in place.

@@ -88,6 +88,10 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
     return UNKNOWN
 
 
+# Factories whose result always has a dimension.
+_VECTOR_FACTORIES = frozenset(("arange", "randperm", "linspace", "logspace", "tril_indices", "triu_indices"))
+
+
 def _factory(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[str, Value]) -> Value:
     requires = keyword_is(node, "requires_grad", "True")
     device = cx.device_of(kwargs["device"]) if "device" in kwargs else Device.CPU
@@ -113,6 +117,7 @@ def _factory(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[
         fresh=True,
         origin=f"`{short_code(node)}`",
         line=cx.line(node),
+        vector=last(qual) in _VECTOR_FACTORIES or (qual == "torch.tensor" and first.kind is Kind.LIST),
     )
 
 
@@ -136,6 +141,9 @@ def _sharing(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[
 
 def _construct(cx: Context, node: cst.Call, qual: str, short: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
     origin = f"`{short_code(node)}`"
+    if qual.startswith(api.SCHEDULER_PREFIXES):
+        # A learning-rate scheduler: its `step()` sets the optimizer's rates, never a parameter.
+        return Value(kind=Kind.OTHER, grad=Tri.NO, origin=origin)
     if qual.startswith("torch.optim."):
         target = args[0] if args else kwargs.get("params", UNKNOWN)
         owned = target.roots if target.kind in (Kind.PARAMETER_LIST, Kind.MODULE) else frozenset()

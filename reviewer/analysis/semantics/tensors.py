@@ -132,9 +132,15 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
         device = Device.CUDA
     dtype = target_dtype or recv.dtype
     flag = target_flag or (recv.gpu_if if target_device is None else "")  # `.to(device)` with `device = "cuda" if use_gpu else "cpu"`
+    # An integer or bool tensor cannot require grad: `.byte()`, `.long()` end the graph.
+    grad = Tri.NO if dtype is not None and not dtype.startswith(_DIFFERENTIABLE_DTYPES) else None
     if differs_device or differs_dtype:
-        return cx.tensor(node, recv, origin=origin).but(device=device or Device.UNKNOWN, dtype=dtype, gpu_if=flag)
-    return recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin, gpu_if=flag)
+        return cx.tensor(node, recv, origin=origin, grad=grad).but(device=device or Device.UNKNOWN, dtype=dtype, gpu_if=flag, vector=recv.vector)
+    converted = recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin, gpu_if=flag)
+    return converted.but(grad=grad) if grad is not None else converted
+
+
+_DIFFERENTIABLE_DTYPES = ("float", "bfloat", "complex", "half", "double")
 
 
 def maybe_self(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Lo
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop, trains_inside
-from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -57,6 +57,22 @@ class StoredAttachedTensor(Rule):
     recipes = ("retention",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            def inner_loop(fnet, inputs, labels, lr: float, num_steps: int = 1):
+                fast_weights = list(fnet.parameters())
+                train_losses = []
+                for _ in range(num_steps):
+                    loss = F.mse_loss(fnet(inputs, params=fast_weights), labels)
+                    grads = torch.autograd.grad(loss, fast_weights, create_graph=True)
+                    fast_weights = [w - lr * g for w, g in zip(fast_weights, grads)]
+                    train_losses.append(loss)
+                return fast_weights, train_losses
+            """,
+            "an inner loop of meta-learning: the next fast weights are built from `create_graph=True` gradients of the loss, so they hold its graph anyway",
+        ),
         Valid(
             """
             import torch
@@ -343,10 +359,28 @@ def _carried_into_next_pass(flow: FunctionFlow, store: Store, loop: Loop) -> boo
     stored = store.value_node.value
     before = {e.name for e in flow.of(Bind) if e.line < loop.start}
     feeding = {e.name for e in flow.of(Use) if e.name in before and loop.start <= e.line < store.line}
-    return any(
+    if any(
         isinstance(e, Bind) and e.name in feeding and e.name != stored and store.line < e.line <= loop.end and e.expr is not None and stored in names_in(e.expr)
         for e in flow.events
-    )
+    ):
+        return True
+    # Meta-learning's inner loop: `grads = torch.autograd.grad(loss, w, create_graph=True)`,
+    # then `w = [p - lr * g ...]` feeds the next pass: the fast weights hold the loss's graph.
+    made = max((e.line for e in flow.of(Bind) if e.name == stored and loop.start <= e.line <= store.line), default=loop.start)
+    derived = {stored}
+    for e in flow.of(Bind):
+        if made < e.line <= loop.end and e.expr is not None and names_in(e.expr) & derived and _keeps_graph(e.expr):
+            derived.add(e.name)
+    return bool((derived - {stored}) & feeding)
+
+
+def _keeps_graph(expr: cst.BaseExpression) -> bool:
+    """A value computed this way holds its inputs' graph: not `.detach()`/`.item()`, and a
+    `torch.autograd.grad` only with `create_graph=True`."""
+    if isinstance(expr, cst.Call) and dotted(expr.func).endswith("autograd.grad"):
+        return keyword_is(expr, "create_graph", "True")
+    text = code_of(expr)
+    return ".detach()" not in text and ".item()" not in text
 
 
 def _same_key_each_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:

@@ -61,6 +61,32 @@ class NumpyOnGradOrGpuTensor(Rule):
     VALID = (
         Valid(
             """
+            import torch
+            class Annotator:
+                def masks(self, masks, im_gpu, alpha=0.5):
+                    \"\"\"Plot masks at once.
+                    Args:
+                        im_gpu (tensor): img is in cuda, shape: [3, h, w], range: [0, 1]
+                    \"\"\"
+                    if len(masks) == 0:
+                        return im_gpu.permute(1, 2, 0).contiguous().cpu().numpy() * 255
+                    if im_gpu.device != masks.device:
+                        im_gpu = im_gpu.to(masks.device)
+                    return (im_gpu * (1 - masks * alpha)).cpu().numpy()
+            """,
+            "`im_gpu (tensor): ...` in the docstring is prose, not a call of a model named `im_gpu`",
+        ),
+        Valid(
+            """
+            import torch
+            def draw(model, x):
+                out = model(x)
+                return (out * 255).byte().cpu().numpy()
+            """,
+            "`.byte()` gives an integer tensor, which never requires grad",
+        ),
+        Valid(
+            """
             import pytest
             torch = pytest.importorskip("torch")
             def test_delta(dtype):

@@ -63,6 +63,40 @@ class StateDictSnapshot(Rule):
         Valid(
             """
             import torch
+            def train(model, loader, epochs: int, path: str):
+                optimizer = torch.optim.Adam(model.parameters())
+                lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        model(x).sum().backward()
+                        optimizer.step()
+                    weights = model.state_dict()
+                    torch.save({"model": weights, "epoch": epoch}, path)
+                    lr_scheduler.step()
+            """,
+            "a learning-rate scheduler's `step()` changes the optimizer's rates, not the weights saved just before",
+        ),
+        Valid(
+            """
+            import copy
+            import torch
+            class EMA:
+                def __init__(self, model, device=torch.device("cpu")):
+                    self.model = model
+                    if hasattr(model, "get_ema_model"):
+                        self.ema_model = copy.deepcopy(model.get_ema_model())
+                        self.cur_state_dict = model.get_ema_model().state_dict()
+                    else:
+                        self.ema_model = copy.deepcopy(model)
+                        self.cur_state_dict = model.state_dict()
+                    self.cur_state_dict = {k: v.clone().to(device) for k, v in self.cur_state_dict.items()}
+            """,
+            "the references are replaced by clones of them in the same call: the copies are what the object keeps",
+        ),
+        Valid(
+            """
+            import torch
             from torch import nn
             def ema_warmup(ema_net: nn.Module, net: nn.Module):
                 states_ema = ema_net.state_dict()
@@ -282,41 +316,57 @@ class StateDictSnapshot(Rule):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        for bind in flow.of(Bind):
-            value = bind.value
-            if bind.expr is None or not _state_dict_refs(value):
-                continue
-            how = (
-                "a shallow copy of a state_dict, whose tensors are still the live ones"
-                if value.via == "shallow-copy" or value.kind is Kind.DICT
-                else "`state_dict()` returns references to the live tensors, not copies"
-            )
-            if bind.name.startswith("self."):
-                if _written_through_elsewhere(flow, bind.name):
-                    continue  # a handle on the live tensors: another method writes through it on purpose
-                # Kept on the object: training between calls changes it under the snapshot.
-                message = (
-                    f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
-                    f"(or optimizer) goes on changing, so whatever later reads `{bind.name}` gets the current values. {_remedy(flow)}."
-                )
-                yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
-                continue
-            owner = owner_of(bind.expr)
-            if owner and _an_iterator(flow, owner):
-                continue
-            roots = value.element.roots if value.element is not None and value.element.roots else value.roots
-            change = changes_after(flow, bind, roots, owner)
-            if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name) or written_through_entries(flow, bind.name, change):
-                continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
-            read = read_after(flow, bind.name, change, roots)
-            if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
-                continue
+        yield from _snapshots(flow)
+
+
+def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
+    for bind in flow.of(Bind):
+        value = bind.value
+        if bind.expr is None or not _state_dict_refs(value):
+            continue
+        how = (
+            "a shallow copy of a state_dict, whose tensors are still the live ones"
+            if value.via == "shallow-copy" or value.kind is Kind.DICT
+            else "`state_dict()` returns references to the live tensors, not copies"
+        )
+        if bind.name.startswith("self."):
+            if _written_through_elsewhere(flow, bind.name):
+                continue  # a handle on the live tensors: another method writes through it on purpose
+            if _replaced_in_this_call(flow, bind):
+                continue  # `self.sd = m.state_dict()` then `self.sd = {k: v.clone() ...}`: the copy is what is kept
+            # Kept on the object: training between calls changes it under the snapshot.
             message = (
-                f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
-                f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
+                f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
+                f"(or optimizer) goes on changing, so whatever later reads `{bind.name}` gets the current values. {_remedy(flow)}."
             )
-            fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
-            yield Hit(bind.node, message, fix, anchors=(read.node,))
+            yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
+            continue
+        owner = owner_of(bind.expr)
+        if owner and _an_iterator(flow, owner):
+            continue
+        roots = value.element.roots if value.element is not None and value.element.roots else value.roots
+        change = changes_after(flow, bind, roots, owner)
+        if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name) or written_through_entries(flow, bind.name, change):
+            continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
+        read = read_after(flow, bind.name, change, roots)
+        if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
+            continue
+        message = (
+            f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
+            f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
+        )
+        fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
+        yield Hit(bind.node, message, fix, anchors=(read.node,))
+
+
+def _replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
+    """Later in the same call, on every path on from the bind, the attribute is set again to
+    something that holds no live references (its items cloned): the references never outlive
+    the call."""
+    return any(
+        isinstance(e, Bind) and e.name == bind.name and e.index > bind.index and e.expr is not None and not _state_dict_refs(e.value) and bind.arms[: len(e.arms)] == e.arms
+        for e in flow.events
+    )
 
 
 def _through(node: cst.BaseExpression) -> str:
