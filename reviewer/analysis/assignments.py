@@ -18,7 +18,7 @@ from review_copies.analysis.values import UNKNOWN, Kind, Tri, Value
 
 class Assignments(Context):
     def assign(self, target: cst.BaseExpression, value: Value, expr: cst.BaseExpression | None) -> None:
-        value = value.but(fresh=False)
+        value = value.but(fresh=False, vector=value.vector)
         if isinstance(target, cst.Name):
             self.assign_name(target, value, expr)
         elif isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and dotted(target.value):
@@ -61,7 +61,7 @@ class Assignments(Context):
             # backward() is called on it: it is attached to the graph.
             value = value.but(kind=Kind.TENSOR, grad=Tri.YES)
         if not value.origin:
-            value = value.but(origin=f"`{name}`")
+            value = value.but(origin=f"`{name}`", vector=value.vector)
         prefix = name + "."
         for stale in [k for k in self.state if k.startswith(prefix)]:
             del self.state[stale]  # `sample.w` was the previous object's attribute (a loop's last item, `a = b`)
@@ -81,7 +81,7 @@ class Assignments(Context):
         owner = dotted(target.value)
         key = dotted(target)
         if key and not value.roots and value.kind in (Kind.UNKNOWN, Kind.NDARRAY, Kind.TENSOR):
-            value = value.but(roots=frozenset((key,)))  # an identity, so aliases of self.x can be followed
+            value = value.but(roots=frozenset((key,)), vector=value.vector)  # an identity, so aliases of self.x can be followed
         if key:
             self.state[key] = value
             self.emit(Bind, target, name=key, value=value, expr=expr)

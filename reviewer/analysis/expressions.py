@@ -117,7 +117,9 @@ def _subscript(cx: Context, node: cst.Subscript) -> Value:
     if base.kind is Kind.TENSOR:
         kind = index_kind(node, indexes)
         if kind == "basic":
-            return base.but(via=base.via or "view", fresh=False, leaf=False, origin=origin)
+            # Slices alone keep every dimension: `torch.randperm(n)[:k]` is still a vector.
+            sliced = all(isinstance(e.slice, cst.Slice) for e in node.slice)
+            return base.but(via=base.via or "view", fresh=False, leaf=False, origin=origin, vector=base.vector and sliced)
         if kind == "maybe":
             # A view for an integer or a slice, a copy for a tensor index: whatever shares
             # memory then does so through the indexing, not through `base`'s own conversion.
@@ -386,7 +388,7 @@ def _call(cx: Context, node: cst.Call) -> Value:
     else:
         result = callables.call_value(cx, node, func, callee, args, dict(kwargs))
     if not result.origin and result.kind is not Kind.UNKNOWN:
-        result = result.but(origin=f"`{short_code(node)}`")
+        result = result.but(origin=f"`{short_code(node)}`", vector=result.vector)
     receiver_node = func.value if isinstance(func, cst.Attribute) and method else None
     cx.emit(Call, node, qualnames=quals, method=method, receiver=receiver, receiver_node=receiver_node, args=args, kwargs=kwargs, result=result)
     return result

@@ -37,8 +37,12 @@ class UsageEvidence:
     torch_style: set[str] = field(default_factory=set)
     # Names handed to `torch.from_numpy(...)`, which takes nothing but a NumPy array.
     arrays: set[str] = field(default_factory=set)
+    # What a docstring's argument list says a name is (`model (nn.Module): ...`).
+    documented: dict[str, Kind] = field(default_factory=dict)
 
     def kind_of(self, name: str) -> Kind:
+        if name in self.documented:
+            return self.documented[name]
         methods = self.methods.get(name, set())
         attrs = self.attributes.get(name, set())
         if methods & (api.MODULE_ONLY_METHODS - {"state_dict", "load_state_dict"}):
@@ -73,7 +77,7 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     what the caller passed."""
     text = COMMENT.sub("", _TRIPLE_QUOTED.sub(_blank_lines, source))
     cut = _rebound_at(text, parameters) if parameters else {}
-    evidence = UsageEvidence()
+    evidence = UsageEvidence(documented=_documented(source))
     for match in _METHOD_CALL.finditer(text):
         name, method = match.group(1), match.group(2)
         if method == "backward":
@@ -104,6 +108,30 @@ _TRIPLE_QUOTED = re.compile(r"(\"\"\"|''')[\s\S]*?\1")
 
 def _blank_lines(match: re.Match[str]) -> str:
     return "\n" * match.group(0).count("\n")
+
+
+# A Google-style argument line, `name (type): what it is`, and the types it can name.
+_DOC_ARGUMENT = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*\(([^()\n]*)\)[ \t]*:", re.M)
+_DOC_OPTIONAL = re.compile(r"(,\s*optional|\s+or\s+None|\s*\|\s*None|Optional\[|\])", re.I)
+_DOC_KINDS = (
+    (re.compile(r"^(torch\.)?(nn\.)?Module$"), Kind.MODULE),
+    (re.compile(r"^(torch\.)?(optim\.)?Optimizer$"), Kind.OPTIMIZER),
+    (re.compile(r"^(np|numpy)\.(nd)?array$"), Kind.NDARRAY),
+    (re.compile(r"^((torch\.)?(Float|Long|Bool|Int|Byte|Half|Double|cuda\.Float)?Tensor|tensor)$"), Kind.TENSOR),
+)
+
+
+def _documented(source: str) -> dict[str, Kind]:
+    """The kinds a docstring's argument list states outright (`im_gpu (tensor): ...`,
+    `model (nn.Module): ...`); a type it cannot read says nothing."""
+    found: dict[str, Kind] = {}
+    for block in _TRIPLE_QUOTED.finditer(source):
+        for match in _DOC_ARGUMENT.finditer(block.group(0)):
+            spelled = _DOC_OPTIONAL.sub("", match.group(2)).strip()
+            kind = next((k for pattern, k in _DOC_KINDS if pattern.match(spelled)), None)
+            if kind is not None:
+                found.setdefault(match.group(1), kind)
+    return found
 
 
 _FROM_NUMPY = re.compile(r"\bfrom_numpy\(\s*([A-Za-z_]\w*)\s*\)")

@@ -154,6 +154,9 @@ class Value:
         )
 
     def but(self, **changes: object) -> Value:
+        # A dimension known to exist is kept only where the caller says so: indexing, iterating
+        # or reducing a tensor can take it away.
+        changes.setdefault("vector", False)
         return replace(self, **changes)  # type: ignore[arg-type]
 
 

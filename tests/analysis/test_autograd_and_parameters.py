@@ -114,6 +114,29 @@ def test_a_parameter_s_kind_comes_from_its_annotation_default_and_uses() -> None
     assert f.params["model"].roots == frozenset((roots.parameters("model"),))
 
 
+def test_a_docstring_says_what_an_argument_is_and_is_no_code() -> None:
+    f = flow('''
+    import torch
+    def f(model, im_gpu, masks, algo, boxes=None):
+        """Plot masks.
+
+        Args:
+            model (nn.Module): the network
+            im_gpu (tensor): img is in cuda, shape: [3, h, w]
+            masks (torch.Tensor, optional): predicted masks
+            algo (Algo instance): the algorithm to train
+            boxes (np.ndarray): one box per row
+        """
+        im_gpu = im_gpu.to(masks.device)
+        return algo.log_info(model(im_gpu))
+    ''')
+    kinds = {name: value.kind for name, value in f.params.items()}
+    assert kinds["model"] is Kind.MODULE and kinds["im_gpu"] is Kind.TENSOR and kinds["masks"] is Kind.TENSOR
+    assert kinds["boxes"] is Kind.NDARRAY
+    # `algo (Algo instance): ...` is prose: no type the analysis knows, and not a call of `algo`.
+    assert kinds["algo"] is Kind.UNKNOWN
+
+
 def test_forward_s_first_input_is_a_tensor() -> None:
     f = flow("""
     import torch

@@ -57,6 +57,9 @@ def test_views_detach_and_data_share_memory_and_say_how() -> None:
         rows = torch.arange(2).to("cpu")
         k = a[torch.tensor([0, 1])]
         n = a[rows, i]
+        p = a[torch.randperm(2)[:1]]
+        for row in rows:
+            q = a[row]
     """)
     a = bound(f, "a")[0].value
     views = {name: bound(f, name)[0].value for name in "vdrsmkn"}
@@ -72,6 +75,9 @@ def test_views_detach_and_data_share_memory_and_say_how() -> None:
     # then it is advanced indexing, a copy (torch 2.13: `a[torch.tensor([0, 1])]` is new memory).
     assert views["k"].roots.isdisjoint(a.roots)
     assert views["n"].roots.isdisjoint(a.roots)
+    assert bound(f, "p")[0].value.roots.isdisjoint(a.roots)  # a slice of one keeps its dimension
+    q = bound(f, "q")[0].value  # an item of one may be 0-d: a view again
+    assert q.roots == a.roots and not q.certain
 
 
 def test_clone_and_deepcopy_make_new_storage() -> None:

@@ -136,7 +136,7 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     grad = Tri.NO if dtype is not None and not dtype.startswith(_DIFFERENTIABLE_DTYPES) else None
     if differs_device or differs_dtype:
         return cx.tensor(node, recv, origin=origin, grad=grad).but(device=device or Device.UNKNOWN, dtype=dtype, gpu_if=flag, vector=recv.vector)
-    converted = recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin, gpu_if=flag)
+    converted = recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin, gpu_if=flag, vector=recv.vector)
     return converted.but(grad=grad) if grad is not None else converted
 
 
