@@ -77,7 +77,10 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     what the caller passed."""
     text = COMMENT.sub("", _TRIPLE_QUOTED.sub(_blank_lines, source))
     cut = _rebound_at(text, parameters) if parameters else {}
-    evidence = UsageEvidence(documented=_documented(source))
+    # A docstring's word yields to the code's own test of what a name holds (`isinstance(
+    # feats[i], np.ndarray)` under `feats (torch.Tensor): ...`).
+    documented = {name: kind for name, kind in _documented(source).items() if not re.search(rf"isinstance\(\s*{name}\b", text)}
+    evidence = UsageEvidence(documented=documented)
     for match in _METHOD_CALL.finditer(text):
         name, method = match.group(1), match.group(2)
         if method == "backward":

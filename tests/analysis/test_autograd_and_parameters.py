@@ -135,6 +135,16 @@ def test_a_docstring_says_what_an_argument_is_and_is_no_code() -> None:
     assert kinds["boxes"] is Kind.NDARRAY
     # `algo (Algo instance): ...` is prose: no type the analysis knows, and not a call of `algo`.
     assert kinds["algo"] is Kind.UNKNOWN
+    g = flow('''
+    import numpy as np
+    def g(feats, i):
+        """Args:
+            feats (torch.Tensor): real features
+        """
+        if isinstance(feats[i], np.ndarray):
+            return feats[i]
+    ''', "g")
+    assert g.params["feats"].kind is Kind.UNKNOWN  # the code tests what it holds: the docstring yields
 
 
 def test_forward_s_first_input_is_a_tensor() -> None:
