@@ -127,6 +127,12 @@ class Backward(Event):
 
     value: Value
     retains: bool = False
+    # What is differentiated (`loss` in `loss.backward()` and `autograd.grad(loss, ...)`), what
+    # the gradients are taken with respect to (`autograd.grad`'s inputs), and whether it was
+    # called as a function of `torch.autograd` rather than as a tensor's method.
+    outputs: cst.BaseExpression | None = None
+    inputs: cst.BaseExpression | None = None
+    function: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Backward, Write
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import keyword_is, last, retains_graph, short_code
+from review_copies.analysis.syntax import keyword, keyword_is, last, retains_graph, short_code
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _FLOAT_FACTORIES = frozenset(("zeros", "ones", "empty", "rand", "randn", "full", "linspace", "logspace", "eye", "normal"))
@@ -49,7 +49,9 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
     if qual in api.DIFFERENTIATE_FUNCTIONS and args:
         # Runs backward through `outputs` as `outputs.backward()` does (and frees that graph
         # unless told to keep it); the gradients it returns are not followed.
-        cx.emit(Backward, node, value=first, retains=retains_graph(node))
+        given = node.args[1].value if len(node.args) > 1 and node.args[1].keyword is None else keyword(node, "inputs")
+        inputs = given if qual == "torch.autograd.grad" else None
+        cx.emit(Backward, node, value=first, retains=retains_graph(node), outputs=node.args[0].value, inputs=inputs, function=True)
         return UNKNOWN
     if qual == "functools.partial" and first.kind is not Kind.MODULE:
         # `partial(VariableSizeImageTransform(size=n), max_num_chunks=k)`: a callable with

@@ -22,7 +22,7 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     func = node.func
     assert isinstance(func, cst.Attribute)
     if method == "backward":
-        cx.emit(Backward, node, value=recv, retains=retains_graph(node))
+        cx.emit(Backward, node, value=recv, retains=retains_graph(node), outputs=func.value)
         return NONE
     if recv.kind is Kind.MODULE:
         return call_module_method(cx, node, recv, method, args, kwargs)

@@ -23,12 +23,5 @@ def backward_on(flow: FunctionFlow, name: str) -> Iterator[Backward]:
     """The backward passes through `name` in the function: `name.backward()`,
     `(name / n).backward()`, `torch.autograd.grad(name, params)`."""
     for event in flow.of(Backward):
-        call = event.node if isinstance(event.node, cst.Call) else None
-        if call is None:
-            continue
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
-            differentiated: cst.BaseExpression | None = call.func.value
-        else:
-            differentiated = call.args[0].value if call.args else None
-        if differentiated is not None and (name_of(differentiated) == name or name in names_in(differentiated, attributes=True)):
+        if event.outputs is not None and (name_of(event.outputs) == name or name in names_in(event.outputs, attributes=True)):
             yield event

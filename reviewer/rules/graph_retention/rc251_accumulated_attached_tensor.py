@@ -11,7 +11,7 @@ from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
-from review_copies.analysis.syntax import dotted, keyword, names_in, short_code
+from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -392,14 +392,7 @@ def _differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
 def _descended(flow: FunctionFlow, acc: Accumulate) -> bool:
     """`g = torch.autograd.grad(loss, x); x = x - lr * g[0]`: gradient descent on `x` itself,
     the variable the gradients are taken with respect to, not a sum kept alongside."""
-    for event in flow.of(Backward):
-        call = event.node
-        if not isinstance(call, cst.Call) or not dotted(call.func).endswith("autograd.grad"):
-            continue
-        inputs = call.args[1].value if len(call.args) > 1 and call.args[1].keyword is None else keyword(call, "inputs")
-        if inputs is not None and acc.name in names_in(inputs, attributes=True):
-            return True
-    return False
+    return any(e.inputs is not None and acc.name in names_in(e.inputs, attributes=True) for e in flow.of(Backward))
 
 
 def _sums_the_items(loop: Loop, acc: Accumulate) -> bool:

@@ -436,12 +436,8 @@ def _backward_after(flow: FunctionFlow, loop: Loop, container: str) -> bool:
     for event in flow.of(Backward):
         if event.line <= loop.end:
             continue
-        call = event.node
-        if isinstance(call, cst.Call) and not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"):
-            if call.args and container in names_in(call.args[0].value, attributes=True):
-                return True
-            continue
-        return True
+        if not event.function or (event.outputs is not None and container in names_in(event.outputs, attributes=True)):
+            return True
     return False
 
 
