@@ -1973,3 +1973,32 @@ def test_a_function_named_as_an_initializer_fills_the_tensor_it_is_given() -> No
     assert _messages(FANIN.format(name="fanin_init"), "RC102") == []
     [changed] = _messages(FANIN.format(name="fanin_bound"), "RC102")
     assert "uniform_" in changed
+
+
+REWEIGHT = """
+import torch
+import torch.nn.functional as F
+
+
+class Reweight(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.head = torch.nn.Linear(4, 2)
+        self.alpha = torch.ones(n, n)
+
+    def update(self, feats, ys):
+        losses = [F.cross_entropy(self.head(feats[i]), ys[i]) * self.alpha[0, i]{taken} for i in range(len(feats))]
+        total = sum(losses)
+        for i in range(len(losses)):
+            self.alpha[0, i] *= (0.1 * losses[i].data).exp()
+        total.backward()
+"""
+
+
+def test_a_weight_saved_through_data_and_then_updated_is_said_to_give_a_silent_wrong_gradient() -> None:
+    # DomainBed's TRM: `.data` has its own version counter, so backward does not raise; the
+    # gradient silently uses the updated weight. Saved as itself, backward raises.
+    [silent] = _messages(REWEIGHT.format(taken=".data.detach()"), "RC201")
+    assert "nothing raises" in silent and "silently" in silent and "will raise" not in silent
+    [loud] = _messages(REWEIGHT.format(taken=".detach()"), "RC201")
+    assert "will raise" in loud

@@ -378,3 +378,20 @@ def test_token_ids_fit_the_embedding_of_the_files_language_model() -> None:
     """, 18, "graph-retention", "history.append(loss.item())", recipes=("retention",))
     assert s["inputs"]["model"] == "LM(sizes 4)" and s["inputs"]["ids"] == "token-id (8, 5)"
     assert d.status == verdict.CONFIRMED and "`history`" in d.evidence, d.evidence
+
+
+def test_a_tensor_saved_through_data_and_then_written_is_a_silent_gradient_not_a_refutation() -> None:
+    # Nothing raises (`.data` has its own version counter), but the gradient is computed with
+    # the new weight: RC201's backward check must not take the clean run for a witness.
+    d, _ = probe("""
+    import torch
+    from torch import nn
+    def reweighted_loss(head: nn.Module, x: torch.Tensor, eta: float = 0.1):
+        alpha = torch.ones(4)
+        loss = (head(x) * alpha.data).sum()
+        alpha.mul_(eta * loss.data.exp())
+        loss.backward()
+        return alpha
+    """, 6, "inplace-autograd", "alpha = alpha * (eta * loss.data.exp())", recipes=("backward",))
+    assert d.status != verdict.REFUTED, d.evidence
+    assert "without a version bump" in d.evidence, d.evidence

@@ -182,7 +182,7 @@ class Context:
         if not self.recording or self.no_grad or value.kind is not Kind.TENSOR:
             return None
         index = next(self.counters.events)
-        self.flow.saved.append(Saved(value.roots, self.line(node), op, index, tuple(self.loop_stack), attached, self.in_forward, node, arms=tuple(self.arm_stack)))
+        self.flow.saved.append(Saved(value.roots, self.line(node), op, index, tuple(self.loop_stack), attached, self.in_forward, node, arms=tuple(self.arm_stack), unversioned=value.unversioned))
         return index
 
     @staticmethod

@@ -156,6 +156,9 @@ class Saved:
     node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
     # The branch arms around the save, as `Event.arms`.
     arms: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False, kw_only=True)
+    # Saved through `.data` (`w * a.data`): a later write to `a` changes it unseen, so backward
+    # does not raise but silently uses the new values.
+    unversioned: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
 
 def _tensor_attribute(base: Value, attr: str, origin: str) -> Value:
     if attr == "data":
-        return base.but(kind=Kind.TENSOR, grad=Tri.NO, leaf=False, via="data", fresh=False, certain=True, origin=origin)
+        return base.but(kind=Kind.TENSOR, grad=Tri.NO, leaf=False, via="data", fresh=False, certain=True, origin=origin, unversioned=True)
     if attr in ("T", "mT", "H", "mH"):
         return base.but(via=base.via or "view", fresh=False, leaf=False, origin=origin)
     if attr == "grad":

@@ -65,6 +65,8 @@ _ATTRIBUTE = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\b(?!\s*\()")
 _CALLED = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 COMMENT = re.compile(r"#[^\n]*")
 _ASSIGNED = re.compile(r"^[ \t]*([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)", re.M)
+# `x, k = torch.tensor(x), min(len(x), k)`: a tuple target rebinds each of its names.
+_ASSIGNED_TUPLE = re.compile(r"^[ \t]*\(?[ \t]*((?:[A-Za-z_]\w*[ \t]*,[ \t]*)+[A-Za-z_]\w*)[ \t]*,?[ \t]*\)?[ \t]*=(?!=)", re.M)
 _TORCH_KWARGS = re.compile(r"\b(dim|keepdim)\s*=")
 _KEYWORDS = frozenset("def class if elif while for return with and or not in is lambda yield assert print super".split())
 
@@ -168,6 +170,11 @@ def _rebound_at(text: str, names: frozenset[str]) -> dict[str, int]:
         name = match.group(1)
         if name in names and name not in out:
             out[name] = _statement_end(text, match.end())
+    for match in _ASSIGNED_TUPLE.finditer(text, body):
+        end = _statement_end(text, match.end())
+        for name in (n.strip() for n in match.group(1).split(",")):
+            if name in names and end < out.get(name, len(text) + 1):
+                out[name] = end
     return out
 
 

@@ -107,6 +107,9 @@ class Value:
     # A tensor known to have a dimension at least (`torch.arange(n)`): as an index it is
     # always advanced indexing, a copy (a 0-d integer tensor would index like an int).
     vector: bool = False
+    # Reached through `.data`, which has a version counter of its own: autograd never sees a
+    # write made through the tensor it shares memory with (views and `.detach()` keep this).
+    unversioned: bool = False
 
     @property
     def is_tensor(self) -> bool:

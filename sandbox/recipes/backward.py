@@ -2,7 +2,8 @@
 grad, and with the fix it ran.
 
 Refuted only with a witness: the tensor written on the finding's line had been saved for
-backward, and forward and backward ran without error."""
+backward, and forward and backward ran without error. A saved tensor overwritten without a
+version bump (saved through `.data`) is no witness: backward cannot raise there."""
 
 from __future__ import annotations
 
@@ -22,6 +23,15 @@ def saved_on_line(runs: Runs) -> Overwrite | None:
         return None
     start, end = runs.watch.span
     return next((s for s in saved.original if s.line is not None and start <= s.line <= end), None)
+
+
+def silent_on_line(runs: Runs) -> Overwrite | None:
+    """A saved tensor overwritten without a version bump, on the finding's line when it is known."""
+    saved = runs.observation.saved
+    if saved is None:
+        return None
+    span = runs.watch.span if runs.watch is not None else None
+    return next((s for s in saved.original if s.silent and (span is None or (s.line is not None and span[0] <= s.line <= span[1]))), None)
 
 
 class BackwardRecipe(Recipe):
@@ -49,6 +59,17 @@ class BackwardRecipe(Recipe):
                     return Decision(CONFIRMED, text + "; with the fix backward ran" + ("" if fb and fb.tried else " (the fix's call includes it)"))
                 return Decision(INCONCLUSIVE, text + "; the fix failed as well")
             clean = clean or (o.ok and o.backward is not None and o.backward.tried and not o.backward.error)
+        silent = silent_on_line(runs)
+        if silent is not None:
+            # `.data` has a version counter of its own: nothing raises, and backward reads the
+            # new values. A clean run is then the bug, not a witness against it; whether the
+            # gradients are wrong is silent-grad's to measure.
+            at = f" at line {silent.line}" if silent.line else ""
+            return Decision(
+                INCONCLUSIVE,
+                f"backward did not raise, but a tensor saved for backward by {silent.saved_by} was overwritten by {silent.written_by}{at} "
+                "without a version bump, so backward silently reads the new values",
+            )
         saved = saved_on_line(runs)
         if clean and saved is not None:
             return Decision(REFUTED, f"the tensor written on the finding's line had been saved for backward (by {saved.saved_by}), and forward and backward ran without error")

@@ -21,6 +21,9 @@ _SCALAR_BUILTINS = frozenset(("float", "int", "bool", "len", "str", "repr", "pri
 def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Value, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
     name = func.value if isinstance(func, cst.Name) else ""
     first = args[0] if args else UNKNOWN
+    if name == "cls" and callee.kind is Kind.MODULE:
+        # `cls(...)` in a classmethod builds a new instance; it does not run the forward pass.
+        return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=callee.has_params, roots=cx.new_root(node, "params"), fresh=True, origin=f"`{short_code(node)}`")
     if callee.kind is Kind.MODULE or (callee.kind is Kind.UNKNOWN and dotted(func).startswith("self.") and cx.module_class):
         return call_module(cx, node, func, callee, args)
     if name in _SCALAR_BUILTINS and not (name == "abs" and first.kind is Kind.TENSOR):

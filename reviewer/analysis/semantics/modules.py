@@ -61,7 +61,8 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         # (`assign=True` puts the given tensors in place of the module's own: those are left as they were.)
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
         return UNKNOWN
-    own_method = dotted(func.value) == "self" and method in cx.class_methods
+    # `cls._load(...)` in a classmethod calls the class's own method, as `self._load(...)` does.
+    own_method = dotted(func.value) in ("self", "cls") and method in cx.class_methods
     if any(a.kind is Kind.NDARRAY for a in args):
         return UNKNOWN  # `net.call(array)`: another backend's entry point (or a wrapper's `predict`), not a submodule
     if method == "forward" or (not own_method and method not in NN_MODULE_METHODS and (args or kwargs)):

@@ -58,6 +58,17 @@ class CopyConstructFromTensor(Rule):
         Valid(
             """
             import torch
+            def kmeans(x, k, max_it=32):
+                x, k = torch.tensor(x, dtype=torch.float), min(len(x), k)
+                d = x.unique()
+                dists, y = torch.abs_(x.unsqueeze(-1) - d).min(-1)
+                return d[:k], y
+            """,
+            "`x, k = torch.tensor(x), ...` rebinds `x`: the tensor methods after it say what the new value is, not what the caller passed",
+        ),
+        Valid(
+            """
+            import torch
             def f(values: list[float]):
                 return torch.tensor(values)
             """,

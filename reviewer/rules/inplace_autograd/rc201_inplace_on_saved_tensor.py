@@ -343,10 +343,19 @@ def _writes(flow: FunctionFlow) -> Iterator[Hit]:
         if called_grad_off_in_repository(flow):
             return  # every caller runs it with autograd off (a decoder's search): nothing was saved for a backward
         what = short_code(write.stmt or write.node)
+        if saved.unversioned:
+            consequence = (
+                "autograd saved it through `.data`, whose version counter is its own, so nothing raises: the backward "
+                "pass silently computes the gradient with the new values, not the ones the forward pass used"
+            )
+        else:
+            consequence = (
+                "the backward pass will raise \"one of the variables needed for gradient computation has been modified by "
+                "an inplace operation\""
+            )
         message = (
             f"`{what}` modifies in place a tensor that autograd saved at line {saved.line} to compute the gradient of "
-            f"{saved.op}; the backward pass will raise \"one of the variables needed for gradient computation has been "
-            "modified by an inplace operation\". Use the out-of-place op."
+            f"{saved.op}; {consequence}. Use the out-of-place op."
         )
         anchors = (saved.node,) if saved.node is not None else ()
         yield Hit(write.node, message, out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor"), anchors=anchors)

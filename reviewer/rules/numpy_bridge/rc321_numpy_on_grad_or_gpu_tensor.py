@@ -16,6 +16,178 @@ from review_copies.analysis.values import Device, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
+_VALID = (
+    Valid(
+        """
+        import numpy as np
+        import torch
+        class StormModel(torch.nn.Module):
+            @classmethod
+            def _load_invariant(cls, path):
+                return torch.from_numpy(np.load(path)).to(dtype=torch.float32)[::2, ::2]
+            @classmethod
+            def load(cls, path):
+                invariants = np.stack([cls._load_invariant(path).numpy()])
+                return cls(invariants)
+        """,
+        "`cls._load_invariant(...)` in a classmethod calls the class's own method, not a submodule's forward pass",
+    ),
+    Valid(
+        """
+        import torch
+        class Annotator:
+            def masks(self, masks, im_gpu, alpha=0.5):
+                \"\"\"Plot masks at once.
+                Args:
+                    im_gpu (tensor): img is in cuda, shape: [3, h, w], range: [0, 1]
+                \"\"\"
+                if len(masks) == 0:
+                    return im_gpu.permute(1, 2, 0).contiguous().cpu().numpy() * 255
+                if im_gpu.device != masks.device:
+                    im_gpu = im_gpu.to(masks.device)
+                return (im_gpu * (1 - masks * alpha)).cpu().numpy()
+        """,
+        "`im_gpu (tensor): ...` in the docstring is prose, not a call of a model named `im_gpu`",
+    ),
+    Valid(
+        """
+        import torch
+        def draw(model, x):
+            out = model(x)
+            return (out * 255).byte().cpu().numpy()
+        """,
+        "`.byte()` gives an integer tensor, which never requires grad",
+    ),
+    Valid(
+        """
+        import pytest
+        torch = pytest.importorskip("torch")
+        def test_delta(dtype):
+            model = torch.nn.Linear(2, 1, bias=False).to(dtype=dtype)
+            before = model.state_dict()["weight"].clone()
+            return (model.state_dict()["weight"] - before).cpu().to(torch.float32).numpy()
+        """,
+        "`pytest.importorskip(\"torch\")` imports torch: `torch.float32` is a dtype, and `.cpu()` put the tensor on the CPU",
+    ),
+    Valid(
+        """
+        import pytest
+        import torch
+        @pytest.fixture(name="ctx")
+        def _ctx():
+            with torch.inference_mode():
+                yield object()
+        def test_linear(ctx):
+            model = torch.nn.Linear(4, 2)
+            y = model(torch.ones(1, 4)).numpy()
+            assert y.shape == (1, 2)
+        """,
+        "the test takes a fixture that yields inside `torch.inference_mode()`: its body runs with autograd off",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        expected = [[1.0, 1.25], [1.5, 1.75]]
+        def test_pool(pool):
+            for output in expected:
+                want = np.array(output[0])
+                x = torch.ones(2, requires_grad=True)
+                output = pool(x)
+                output.backward(torch.ones_like(output))
+                assert np.allclose(output.detach().numpy()[0], want)
+        """,
+        "the loop's `output` is the expected data; only the name bound later is backpropagated",
+    ),
+    Valid(
+        """
+        import torch
+        def f(x: torch.Tensor):
+            return x.detach().cpu().numpy()
+        """
+    ),
+    Valid(
+        """
+        import torch
+        def f(model, x):
+            model.eval()
+            with torch.no_grad():
+                out = model(x.cpu())
+            return out.numpy()
+        """,
+        "computed under no_grad on the CPU",
+    ),
+    Valid(
+        """
+        import torch
+        def f():
+            t = torch.zeros(3)
+            return t.numpy()
+        """,
+        "a CPU tensor that needs no grad",
+    ),
+    Valid(
+        """
+        import torch
+        def f(x):
+            return x.numpy()
+        """,
+        "nothing is known about x",
+    ),
+    Valid(
+        """
+        import torch
+        CPU = torch.device("cpu")
+        def fit(features: torch.Tensor, device: torch.device):
+            features = features.to(device=device, dtype=torch.float64)
+            if device == CPU:
+                features = features.numpy()
+            return features
+        """,
+        "converted only in the arm where the run-time device is the CPU",
+    ),
+    Valid(
+        """
+        import torch
+        def fit(features: torch.Tensor, device):
+            features = features.to(device)
+            if features.device.type != "cpu":
+                raise ValueError("this solver runs on the CPU")
+            return features.numpy()
+        """,
+        "the other devices left the function before the conversion",
+    ),
+    Valid(
+        """
+        import torch
+        def decode_one_batch(model: torch.nn.Module, feature):
+            processed = model.mask_encoder(feature)
+            mask = processed * 2
+            return mask.cpu().numpy()
+        def decode_dataset(model, loader):
+            return [decode_one_batch(model, f) for f in loader]
+        @torch.no_grad()
+        def main(model, loader):
+            return decode_dataset(model, loader)
+        """,
+        "every chain of calls into it starts under no_grad (followed up the calls): the masks carry no graph",
+    ),
+    Valid(
+        """
+        import torch
+        def segment(model, frames: torch.Tensor, is_cuda: bool):
+            device = "cuda" if is_cuda else "cpu"
+            with torch.no_grad():
+                masks = torch.zeros(len(frames), 4, device=device)
+                if is_cuda:
+                    return masks.cpu().numpy()
+                else:
+                    return masks.numpy()
+        """,
+        "the device is a GPU exactly when `is_cuda` holds: in the `else` arm of `if is_cuda:` the masks are on the CPU",
+    ),
+)
+
 
 class NumpyOnGradOrGpuTensor(Rule):
     """
@@ -58,162 +230,8 @@ class NumpyOnGradOrGpuTensor(Rule):
     prefilter = ("numpy", "asarray", "array(")
     recipes = ("raises",)
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            class Annotator:
-                def masks(self, masks, im_gpu, alpha=0.5):
-                    \"\"\"Plot masks at once.
-                    Args:
-                        im_gpu (tensor): img is in cuda, shape: [3, h, w], range: [0, 1]
-                    \"\"\"
-                    if len(masks) == 0:
-                        return im_gpu.permute(1, 2, 0).contiguous().cpu().numpy() * 255
-                    if im_gpu.device != masks.device:
-                        im_gpu = im_gpu.to(masks.device)
-                    return (im_gpu * (1 - masks * alpha)).cpu().numpy()
-            """,
-            "`im_gpu (tensor): ...` in the docstring is prose, not a call of a model named `im_gpu`",
-        ),
-        Valid(
-            """
-            import torch
-            def draw(model, x):
-                out = model(x)
-                return (out * 255).byte().cpu().numpy()
-            """,
-            "`.byte()` gives an integer tensor, which never requires grad",
-        ),
-        Valid(
-            """
-            import pytest
-            torch = pytest.importorskip("torch")
-            def test_delta(dtype):
-                model = torch.nn.Linear(2, 1, bias=False).to(dtype=dtype)
-                before = model.state_dict()["weight"].clone()
-                return (model.state_dict()["weight"] - before).cpu().to(torch.float32).numpy()
-            """,
-            "`pytest.importorskip(\"torch\")` imports torch: `torch.float32` is a dtype, and `.cpu()` put the tensor on the CPU",
-        ),
-        Valid(
-            """
-            import pytest
-            import torch
-            @pytest.fixture(name="ctx")
-            def _ctx():
-                with torch.inference_mode():
-                    yield object()
-            def test_linear(ctx):
-                model = torch.nn.Linear(4, 2)
-                y = model(torch.ones(1, 4)).numpy()
-                assert y.shape == (1, 2)
-            """,
-            "the test takes a fixture that yields inside `torch.inference_mode()`: its body runs with autograd off",
-        ),
-        Valid(
-            """
-            import numpy as np
-            import torch
-            expected = [[1.0, 1.25], [1.5, 1.75]]
-            def test_pool(pool):
-                for output in expected:
-                    want = np.array(output[0])
-                    x = torch.ones(2, requires_grad=True)
-                    output = pool(x)
-                    output.backward(torch.ones_like(output))
-                    assert np.allclose(output.detach().numpy()[0], want)
-            """,
-            "the loop's `output` is the expected data; only the name bound later is backpropagated",
-        ),
-        Valid(
-            """
-            import torch
-            def f(x: torch.Tensor):
-                return x.detach().cpu().numpy()
-            """
-        ),
-        Valid(
-            """
-            import torch
-            def f(model, x):
-                model.eval()
-                with torch.no_grad():
-                    out = model(x.cpu())
-                return out.numpy()
-            """,
-            "computed under no_grad on the CPU",
-        ),
-        Valid(
-            """
-            import torch
-            def f():
-                t = torch.zeros(3)
-                return t.numpy()
-            """,
-            "a CPU tensor that needs no grad",
-        ),
-        Valid(
-            """
-            import torch
-            def f(x):
-                return x.numpy()
-            """,
-            "nothing is known about x",
-        ),
-        Valid(
-            """
-            import torch
-            CPU = torch.device("cpu")
-            def fit(features: torch.Tensor, device: torch.device):
-                features = features.to(device=device, dtype=torch.float64)
-                if device == CPU:
-                    features = features.numpy()
-                return features
-            """,
-            "converted only in the arm where the run-time device is the CPU",
-        ),
-        Valid(
-            """
-            import torch
-            def fit(features: torch.Tensor, device):
-                features = features.to(device)
-                if features.device.type != "cpu":
-                    raise ValueError("this solver runs on the CPU")
-                return features.numpy()
-            """,
-            "the other devices left the function before the conversion",
-        ),
-        Valid(
-            """
-            import torch
-            def decode_one_batch(model: torch.nn.Module, feature):
-                processed = model.mask_encoder(feature)
-                mask = processed * 2
-                return mask.cpu().numpy()
-            def decode_dataset(model, loader):
-                return [decode_one_batch(model, f) for f in loader]
-            @torch.no_grad()
-            def main(model, loader):
-                return decode_dataset(model, loader)
-            """,
-            "every chain of calls into it starts under no_grad (followed up the calls): the masks carry no graph",
-        ),
-        Valid(
-            """
-            import torch
-            def segment(model, frames: torch.Tensor, is_cuda: bool):
-                device = "cuda" if is_cuda else "cpu"
-                with torch.no_grad():
-                    masks = torch.zeros(len(frames), 4, device=device)
-                    if is_cuda:
-                        return masks.cpu().numpy()
-                    else:
-                        return masks.numpy()
-            """,
-            "the device is a GPU exactly when `is_cuda` holds: in the `else` arm of `if is_cuda:` the masks are on the CPU",
-        ),
-    )
+    VALID = _VALID
+
     INVALID = (
         Invalid(
             """

@@ -57,6 +57,18 @@ class GatherListThenCat(Rule):
         Valid(
             """
             import torch
+            import torch.distributed as dist
+            def gather_lengths(labels: torch.Tensor, sp_degree: int, sp_group):
+                bs, shard_seqlen = labels.shape
+                lengths = [torch.zeros(1, dtype=torch.int64, device=labels.device) for _ in range(sp_degree)]
+                dist.all_gather(lengths, torch.tensor(shard_seqlen, device=labels.device), group=sp_group)
+                return torch.cat(lengths, dim=0)
+            """,
+            "each rank's piece is one number (`torch.zeros(1)`): the cat copies a few integers",
+        ),
+        Valid(
+            """
+            import torch
             def all_gather_others(x: torch.Tensor):
                 world_size = torch.distributed.get_world_size()
                 rank = torch.distributed.get_rank()
@@ -188,7 +200,7 @@ class GatherListThenCat(Rule):
             return  # the list form is the fallback of a function that already uses the single collective
         for gather in gathers:
             parts = name_of(gather.call.args[0].value)
-            if not parts or (len(gather.call.args) > 1 and _one_element(flow, gather.call.args[1].value, gather.index)):
+            if not parts or (len(gather.call.args) > 1 and _one_element(flow, gather.call.args[1].value, gather.index)) or _one_element_pieces(flow, parts, gather.index):
                 continue
             set_lines = _pieces_set(flow, parts)
             for event in flow.later(gather):
@@ -267,6 +279,20 @@ def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> b
             return _nested_calls_pass_one(flow, expr.value)
         expr = bind.expr if bind.expr is not None else expr
     return _one_element_spelled(expr)
+
+
+def _one_element_pieces(flow: FunctionFlow, parts: str, before: int) -> bool:
+    """The list gathered into holds one-element tensors (`[torch.zeros(1, ...) for _ in
+    range(world)]`, `[torch.zeros(1)] * world`): the gather collects a number per rank."""
+    bind = last_bind(flow, parts, before)
+    expr = bind.expr if bind is not None else None
+    if isinstance(expr, cst.ListComp):
+        return _one_element_spelled(expr.elt)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        pieces = expr.left if isinstance(expr.left, cst.List) else expr.right
+        if isinstance(pieces, cst.List) and len(pieces.elements) == 1:
+            return _one_element_spelled(pieces.elements[0].value)
+    return False
 
 
 def _one_element_spelled(expr: cst.BaseExpression) -> bool:

@@ -17,6 +17,224 @@ from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, entry_replaced, owner_of, read_after, written_through_entries
 
+_VALID = (
+    Valid(
+        """
+        import torch
+        def train(model, loader, epochs: int, path: str):
+            optimizer = torch.optim.Adam(model.parameters())
+            lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    model(x).sum().backward()
+                    optimizer.step()
+                weights = model.state_dict()
+                torch.save({"model": weights, "epoch": epoch}, path)
+                lr_scheduler.step()
+        """,
+        "a learning-rate scheduler's `step()` changes the optimizer's rates, not the weights saved just before",
+    ),
+    Valid(
+        """
+        import copy
+        import torch
+        class EMA:
+            def __init__(self, model, device=torch.device("cpu")):
+                self.model = model
+                if hasattr(model, "get_ema_model"):
+                    self.ema_model = copy.deepcopy(model.get_ema_model())
+                    self.cur_state_dict = model.get_ema_model().state_dict()
+                else:
+                    self.ema_model = copy.deepcopy(model)
+                    self.cur_state_dict = model.state_dict()
+                self.cur_state_dict = {k: v.clone().to(device) for k, v in self.cur_state_dict.items()}
+        """,
+        "the references are replaced by clones of them in the same call: the copies are what the object keeps",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        def ema_warmup(ema_net: nn.Module, net: nn.Module):
+            states_ema = ema_net.state_dict()
+            for k, v in net.state_dict().items():
+                states_ema[k].data.copy_(v.data)
+            ema_net.load_state_dict(states_ema)
+        """,
+        "the EMA writes through the dict itself: its references to the live tensors are the point",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class Quantizer:
+            def __init__(self, model: nn.Module):
+                self.new_state_dict = model.state_dict()
+            def quantized(self, fqn: str, q: torch.Tensor):
+                self.new_state_dict.pop(fqn + ".weight")
+                self.new_state_dict[fqn + ".qweight"] = q
+        """,
+        "the object edits the dict it keeps (GPTQ builds the quantized state dict on the model's): a working dict, not a snapshot",
+    ),
+    Valid(
+        """
+        from torch.utils.data import DataLoader
+        class PreparedLoader:
+            def __init__(self, dataset, batch_sampler):
+                self.base_dataloader = DataLoader(dataset, batch_sampler=batch_sampler)
+                if hasattr(self.base_dataloader, "state_dict"):
+                    self.dl_state_dict = self.base_dataloader.state_dict()
+        """,
+        "a data loader's state dict says where the data stands: no tensor of a model is in it",
+    ),
+    Valid(
+        """
+        import torch
+        def sparsify(m: torch.nn.Linear, m2: torch.nn.Linear):
+            state_dict = m.state_dict()
+            state_dict["weight"] = (state_dict["weight"].abs() > 0.5).float()
+            m.load_state_dict(state_dict)
+            m2.load_state_dict(state_dict)
+        """,
+        "loading the dict into the module it came from copies each live tensor onto itself: nothing in it changes",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        def weight_of(name: str, state, module: nn.Module, grad: bool = False):
+            return module.get_parameter(name).grad if grad else state[name]
+        def convert(src: nn.Module, dst: nn.Module):
+            ref_state = src.state_dict()
+            for name, p in dst.named_parameters():
+                w = weight_of(name=name, state=ref_state, module=src)
+                with torch.no_grad():
+                    p.copy_(w)
+        """,
+        "the helper only looks into the state dict (the repository index says so): nothing changes it",
+    ),
+    Valid(
+        """
+        import copy
+        import torch
+        def fit(model, loader, optimizer, epochs: int):
+            best, best_state = float("inf"), None
+            for _ in range(epochs):
+                for x, y in loader:
+                    loss = (model(x) - y).pow(2).mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if loss.item() < best:
+                    best, best_state = loss.item(), copy.deepcopy(model.state_dict())
+            return best_state
+        """
+    ),
+    Valid(
+        """
+        import torch
+        def save(model, path: str):
+            torch.save(model.state_dict(), path)
+        """,
+        "used at once",
+    ),
+    Valid(
+        """
+        import torch
+        def load_pretrained(model, other):
+            sd = model.state_dict()
+            with torch.no_grad():
+                for k, v in other.items():
+                    sd[k].copy_(v)
+            return model
+        """,
+        "writing into the live weights through the state_dict is the point",
+    ),
+    Valid(
+        """
+        from copy import copy
+        import torch
+        class Scheduler:
+            def state_dict(self):
+                destination = {}
+                for name in self._state_attrs:
+                    val = getattr(self, name)
+                    if hasattr(val, "state_dict"):
+                        val = val.state_dict()
+                    destination[name] = copy(val)
+                return destination
+        """,
+        "`hasattr` only looks at the object: nothing changes the state_dict before it is stored",
+    ),
+    Valid(
+        """
+        import torch
+        def load_metrics(state, metrics):
+            for name, value in state.items():
+                if name == "algorithms" and isinstance(value, list):
+                    value = dict(value)
+                for metric_name in metrics:
+                    saved = value[metric_name].state_dict()
+                    metrics[metric_name].load_state_dict(saved)
+        """,
+        "`dict(value)` builds a new dict from its argument and changes nothing",
+    ),
+    Valid(
+        """
+        import torch
+        def test_resumes(dataset):
+            next(dataset)
+            checkpoint = dataset.state_dict()
+            expected = [next(dataset), next(dataset)]
+            dataset.load_state_dict(checkpoint)
+            assert [next(dataset), next(dataset)] == expected
+        """,
+        "`next(dataset)`: an iterator's state_dict is its position, not a module's live tensors",
+    ),
+    Valid(
+        """
+        import copy
+        import torch
+        from torch import nn
+        class AveragedModel(nn.Module):
+            def __init__(self, model: nn.Module):
+                super().__init__()
+                self.module = copy.deepcopy(model)
+                self.avg_parameters = self.module.state_dict()
+            def update_parameters(self, model: nn.Module):
+                for k, p_avg in self.avg_parameters.items():
+                    p_avg.data.copy_(model.state_dict()[k].data)
+        """,
+        "a handle on the live tensors kept so that another method writes the averages through it",
+    ),
+    Valid(
+        """
+        import torch
+        class Fish:
+            def __init__(self, network):
+                self.network = network
+                self.optimizer_inner_state = None
+
+            def create_clone(self):
+                self.network_inner = type(self.network)()
+                self.optimizer_inner = torch.optim.Adam(self.network_inner.parameters())
+                if self.optimizer_inner_state is not None:
+                    self.optimizer_inner.load_state_dict(self.optimizer_inner_state)
+
+            def update(self, batches):
+                self.create_clone()
+                for x, y in batches:
+                    loss = torch.nn.functional.cross_entropy(self.network_inner(x), y)
+                    self.optimizer_inner.zero_grad()
+                    loss.backward()
+                    self.optimizer_inner.step()
+                self.optimizer_inner_state = self.optimizer_inner.state_dict()
+        """,
+        "the state is only ever loaded into the inner optimizer built anew: the optimizer it came from never steps again",
+    ),
+)
+
 
 class StateDictSnapshot(Rule):
     """
@@ -59,198 +277,8 @@ class StateDictSnapshot(Rule):
     prefilter = ("state_dict",)
     recipes = ("snapshot",)
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            def train(model, loader, epochs: int, path: str):
-                optimizer = torch.optim.Adam(model.parameters())
-                lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
-                for epoch in range(epochs):
-                    for x, y in loader:
-                        optimizer.zero_grad()
-                        model(x).sum().backward()
-                        optimizer.step()
-                    weights = model.state_dict()
-                    torch.save({"model": weights, "epoch": epoch}, path)
-                    lr_scheduler.step()
-            """,
-            "a learning-rate scheduler's `step()` changes the optimizer's rates, not the weights saved just before",
-        ),
-        Valid(
-            """
-            import copy
-            import torch
-            class EMA:
-                def __init__(self, model, device=torch.device("cpu")):
-                    self.model = model
-                    if hasattr(model, "get_ema_model"):
-                        self.ema_model = copy.deepcopy(model.get_ema_model())
-                        self.cur_state_dict = model.get_ema_model().state_dict()
-                    else:
-                        self.ema_model = copy.deepcopy(model)
-                        self.cur_state_dict = model.state_dict()
-                    self.cur_state_dict = {k: v.clone().to(device) for k, v in self.cur_state_dict.items()}
-            """,
-            "the references are replaced by clones of them in the same call: the copies are what the object keeps",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            def ema_warmup(ema_net: nn.Module, net: nn.Module):
-                states_ema = ema_net.state_dict()
-                for k, v in net.state_dict().items():
-                    states_ema[k].data.copy_(v.data)
-                ema_net.load_state_dict(states_ema)
-            """,
-            "the EMA writes through the dict itself: its references to the live tensors are the point",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            class Quantizer:
-                def __init__(self, model: nn.Module):
-                    self.new_state_dict = model.state_dict()
-                def quantized(self, fqn: str, q: torch.Tensor):
-                    self.new_state_dict.pop(fqn + ".weight")
-                    self.new_state_dict[fqn + ".qweight"] = q
-            """,
-            "the object edits the dict it keeps (GPTQ builds the quantized state dict on the model's): a working dict, not a snapshot",
-        ),
-        Valid(
-            """
-            from torch.utils.data import DataLoader
-            class PreparedLoader:
-                def __init__(self, dataset, batch_sampler):
-                    self.base_dataloader = DataLoader(dataset, batch_sampler=batch_sampler)
-                    if hasattr(self.base_dataloader, "state_dict"):
-                        self.dl_state_dict = self.base_dataloader.state_dict()
-            """,
-            "a data loader's state dict says where the data stands: no tensor of a model is in it",
-        ),
-        Valid(
-            """
-            import torch
-            def sparsify(m: torch.nn.Linear, m2: torch.nn.Linear):
-                state_dict = m.state_dict()
-                state_dict["weight"] = (state_dict["weight"].abs() > 0.5).float()
-                m.load_state_dict(state_dict)
-                m2.load_state_dict(state_dict)
-            """,
-            "loading the dict into the module it came from copies each live tensor onto itself: nothing in it changes",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            def weight_of(name: str, state, module: nn.Module, grad: bool = False):
-                return module.get_parameter(name).grad if grad else state[name]
-            def convert(src: nn.Module, dst: nn.Module):
-                ref_state = src.state_dict()
-                for name, p in dst.named_parameters():
-                    w = weight_of(name=name, state=ref_state, module=src)
-                    with torch.no_grad():
-                        p.copy_(w)
-            """,
-            "the helper only looks into the state dict (the repository index says so): nothing changes it",
-        ),
-        Valid(
-            """
-            import copy
-            import torch
-            def fit(model, loader, optimizer, epochs: int):
-                best, best_state = float("inf"), None
-                for _ in range(epochs):
-                    for x, y in loader:
-                        loss = (model(x) - y).pow(2).mean()
-                        optimizer.zero_grad()
-                        loss.backward()
-                        optimizer.step()
-                    if loss.item() < best:
-                        best, best_state = loss.item(), copy.deepcopy(model.state_dict())
-                return best_state
-            """
-        ),
-        Valid(
-            """
-            import torch
-            def save(model, path: str):
-                torch.save(model.state_dict(), path)
-            """,
-            "used at once",
-        ),
-        Valid(
-            """
-            import torch
-            def load_pretrained(model, other):
-                sd = model.state_dict()
-                with torch.no_grad():
-                    for k, v in other.items():
-                        sd[k].copy_(v)
-                return model
-            """,
-            "writing into the live weights through the state_dict is the point",
-        ),
-        Valid(
-            """
-            from copy import copy
-            import torch
-            class Scheduler:
-                def state_dict(self):
-                    destination = {}
-                    for name in self._state_attrs:
-                        val = getattr(self, name)
-                        if hasattr(val, "state_dict"):
-                            val = val.state_dict()
-                        destination[name] = copy(val)
-                    return destination
-            """,
-            "`hasattr` only looks at the object: nothing changes the state_dict before it is stored",
-        ),
-        Valid(
-            """
-            import torch
-            def load_metrics(state, metrics):
-                for name, value in state.items():
-                    if name == "algorithms" and isinstance(value, list):
-                        value = dict(value)
-                    for metric_name in metrics:
-                        saved = value[metric_name].state_dict()
-                        metrics[metric_name].load_state_dict(saved)
-            """,
-            "`dict(value)` builds a new dict from its argument and changes nothing",
-        ),
-        Valid(
-            """
-            import torch
-            def test_resumes(dataset):
-                next(dataset)
-                checkpoint = dataset.state_dict()
-                expected = [next(dataset), next(dataset)]
-                dataset.load_state_dict(checkpoint)
-                assert [next(dataset), next(dataset)] == expected
-            """,
-            "`next(dataset)`: an iterator's state_dict is its position, not a module's live tensors",
-        ),
-        Valid(
-            """
-            import copy
-            import torch
-            from torch import nn
-            class AveragedModel(nn.Module):
-                def __init__(self, model: nn.Module):
-                    super().__init__()
-                    self.module = copy.deepcopy(model)
-                    self.avg_parameters = self.module.state_dict()
-                def update_parameters(self, model: nn.Module):
-                    for k, p_avg in self.avg_parameters.items():
-                        p_avg.data.copy_(model.state_dict()[k].data)
-            """,
-            "a handle on the live tensors kept so that another method writes the averages through it",
-        ),
-    )
+    VALID = _VALID
+
     INVALID = (
         Invalid(
             """
@@ -334,6 +362,8 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
                 continue  # a handle on the live tensors: another method writes through it on purpose
             if _replaced_in_this_call(flow, bind):
                 continue  # `self.sd = m.state_dict()` then `self.sd = {k: v.clone() ...}`: the copy is what is kept
+            if _handed_to_a_fresh_owner(flow, bind):
+                continue  # loaded only into the owner built anew: the tensors it references are handed over
             # Kept on the object: training between calls changes it under the snapshot.
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
@@ -430,6 +460,56 @@ def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
 
     scope.class_node.visit(Find())
     return found
+
+
+def _handed_to_a_fresh_owner(flow: FunctionFlow, bind: Bind) -> bool:
+    """Every read of the attribute in the class loads it into the object it was taken from,
+    after that method has built the object anew (`self.opt = Adam(...)`, then
+    `self.opt.load_state_dict(self.opt_state)`), or tests it against None: the object whose
+    tensors it references is dropped before anything reads them, so nothing changes them
+    under it (Fish's inner optimizer carried from one `update` to the next)."""
+    scope = flow.scope
+    owner = owner_of(bind.expr) if bind.expr is not None else ""
+    if scope is None or scope.class_node is None or not owner.startswith("self."):
+        return False
+    attr, line_of = bind.name, flow.file.line_of
+    loads = 0
+
+    class Method(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.built: list[int] = []
+            self.loads: list[int] = []
+            self.reads = 0
+            self.allowed = 0
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if dotted(node.target) == owner:
+                self.built.append(line_of(node))
+            if dotted(node.target) == attr:
+                self.allowed += 1  # a store, not a read
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if dotted(node) == attr:
+                self.reads += 1
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            if dotted(node.left) == attr and all(isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in node.comparisons):
+                self.allowed += 1
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and dotted(func.value) == owner and len(node.args) == 1 and dotted(node.args[0].value) == attr:
+                self.loads.append(line_of(node))
+
+    for stmt in scope.class_node.body.body:
+        if not isinstance(stmt, cst.FunctionDef):
+            continue
+        method = Method()
+        stmt.visit(method)
+        if method.reads != method.allowed + len(method.loads) or any(not any(b < line for b in method.built) for line in method.loads):
+            return False
+        loads += len(method.loads)
+    return loads > 0
 
 
 def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
