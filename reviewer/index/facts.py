@@ -11,6 +11,8 @@ import ast
 from typing import Any
 
 from review_copies.analysis.semantics import api
+from review_copies.index.arrays import an_array, annotated_arrays
+from review_copies.index.graphless import returns_no_graph
 
 Facts = dict[str, Any]
 
@@ -93,7 +95,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             returns.add(node.value.id)
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
-        **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn), "no_graph": _returns_no_graph(fn),
+        **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn),
     }
 
 
@@ -106,57 +108,6 @@ def _method_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
 
 # Methods and functions whose result can carry no graph: new tensors that do not require
 # grad, integer or boolean results, cuts, numbers.
-_NO_GRAPH_METHODS = frozenset(
-    "new_zeros new_ones new_full new_empty new_tensor detach argmax argmin argsort nonzero long int bool byte short char "
-    "numel item tolist numpy eq ne lt gt le ge isnan isinf isfinite".split()
-)
-_NO_GRAPH_FUNCTIONS = frozenset(
-    "zeros ones full empty arange randint randperm zeros_like ones_like full_like empty_like rand randn rand_like randn_like eye tensor".split()
-)
-_INTEGER_DTYPES = frozenset("long int64 int int32 int16 short int8 uint8 bool".split())
-
-
-def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0) -> bool:
-    """Whether an expression's value can carry no autograd graph, by its form alone."""
-    if isinstance(value, (ast.Constant, ast.Compare)):
-        return True
-    if isinstance(value, ast.Name):
-        exprs = binds.get(value.id)
-        return bool(exprs) and depth < 3 and all(_no_graph(e, binds, depth + 1) for e in exprs)
-    if not isinstance(value, ast.Call):
-        return False
-    if any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and k.value.value is False) for k in value.keywords):
-        return False  # `torch.zeros(n, requires_grad=True)`: a leaf that requires grad
-    for k in value.keywords:
-        if k.arg == "dtype" and isinstance(k.value, ast.Attribute) and k.value.attr in _INTEGER_DTYPES:
-            return True  # an integer or boolean tensor cannot require grad
-    func = value.func
-    if isinstance(func, ast.Attribute):
-        if _dotted(func.value) in ("torch", "th"):
-            return func.attr in _NO_GRAPH_FUNCTIONS
-        return func.attr in _NO_GRAPH_METHODS
-    return False
-
-
-def _returns_no_graph(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Every `return` of the function gives a value that can carry no graph
-    (`return x.new_zeros(n, dtype=torch.long)`, a name bound only so), and there is one."""
-    binds: dict[str, list[ast.expr]] = {}
-    returns: list[ast.expr] = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            binds.setdefault(node.targets[0].id, []).append(node.value)
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
-            for n in ast.walk(node):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.targets[0] is n):
-                    binds.setdefault(n.id, []).append(ast.Name(id="?"))  # bound another way: not known
-        elif isinstance(node, ast.Return) and node.value is not None:
-            returns.append(node.value)
-        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
-            return False
-    return bool(returns) and all(_no_graph(r, binds) for r in returns)
-
-
 # Conversions whose result holds no graph and shares no memory with the tensor converted.
 _TO_NUMBER = frozenset(("float", "int", "bool", "len"))
 _DETACHING = frozenset(("item", "tolist", "detach"))
@@ -437,7 +388,14 @@ def _held_by(iterable: ast.expr, modules: frozenset[str]) -> frozenset[str]:
     return frozenset()
 
 
-def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("", "module"), off: bool = False, modules: frozenset[str] = frozenset()) -> list[Facts]:
+def _calls(
+    nodes: list[ast.AST],
+    params: set[str],
+    owner: tuple[str, str] = ("", "module"),
+    off: bool = False,
+    modules: frozenset[str] = frozenset(),
+    annotated: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+) -> list[Facts]:
     """The calls in one function's body (or the module's own statements), each with the
     names it passes (by position and keyword) and those of them read again after the call's
     statement (in a loop, the whole loop is after it). A name the statement rebinds
@@ -479,6 +437,16 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
                 replaced[id(node.value)] = ast.unparse(node.targets[0])
     masks = _masks(nodes)
+    # What each local name is bound to (a name bound by a loop, a tuple or an augmented
+    # assignment is not known): for `an_array`.
+    array_binds: dict[str, list[ast.expr]] = {}
+    for node in (n for top in nodes for n in ast.walk(top)):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            array_binds.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
+            for n in ast.walk(node.target if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.targets[0] is n):
+                    array_binds.setdefault(n.id, []).append(ast.Constant(value=None))  # bound another way: not an array
     out: list[Facts] = []
     for node in calls:
         into = replaced.get(id(node))
@@ -525,8 +493,15 @@ def _calls(nodes: list[ast.AST], params: set[str], owner: tuple[str, str] = ("",
         grad_off = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
-        out.append({"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "through": through, "off": grad_off, "in": list(owner), "spread": spread})
+        record = {"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "through": through, "off": grad_off, "in": list(owner), "spread": spread}
+        plain = [a for a in node.args if not isinstance(a, ast.Starred)]
+        arrays = [i for i, a in enumerate(plain) if an_array(a, array_binds, annotated)]
+        arrays += [k.arg for k in node.keywords if k.arg and an_array(k.value, array_binds, annotated)]
+        if arrays:
+            record["arrays"] = arrays
+        out.append(record)
     return out
+
 
 
 def _sequences(tree: ast.AST) -> list[list[str]]:
@@ -582,10 +557,10 @@ def file_facts(text: str) -> Facts:
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}}
             for m in defs:
-                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules))
+                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules, annotated_arrays(m)))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node), modules))
+            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node), modules, annotated_arrays(node)))
         else:
             script.append(node)
     calls.extend(_calls(script, set(), modules=modules))

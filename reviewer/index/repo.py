@@ -25,7 +25,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 27
+INDEX_VERSION = 28
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ class RepoIndex:
                 os.replace(tmp, path)
         return facts
 
-    def _paths(self, word: str) -> list[str]:
+    def paths_mentioning(self, word: str) -> list[str]:
+        """The repository's files whose text holds `word`, this file first."""
         here = [self.here[0]] if self.here is not None and word in self.here[1] else []
         others = self.files.mentioning(word) if self.files is not None else []
         return here + [p for p in others if not self.here or p != self.here[0]]
@@ -119,7 +120,7 @@ class RepoIndex:
         """Whether `cls.method` keeps the argument at `position` (after `self`) or passed as
         `keyword`: every class of that name in the repository must (None otherwise)."""
         found: list[Kept] = []
-        for path in self._paths(f"class {cls}"):
+        for path in self.paths_mentioning(f"class {cls}"):
             facts = self.facts(path)
             info: dict[str, Any] | None = (facts or {}).get("classes", {}).get(cls)
             if info is None:
@@ -139,7 +140,7 @@ class RepoIndex:
         """Whether some `nn.Sequential` of the repository puts a `cls` right after a layer that
         saves its output for backward (`nn.Tanh()`, `nn.ReLU()`): there, `cls`'s input is a
         tensor autograd needs unchanged."""
-        for path in self._paths(f"{cls}("):
+        for path in self.paths_mentioning(f"{cls}("):
             facts = self.facts(path) or {}
             # `nn.Linear(...)`, or a bare `Linear(...)` imported from torch.nn, is torch's class.
             theirs = {"nn", "torch.nn"} | ({""} if {cls, "*"} & set(facts.get("nn_names", ())) else set())
@@ -160,7 +161,7 @@ class RepoIndex:
         caller that hands on its own parameter and never reads it again is asked about its
         own callers in turn (`depth` levels): a pass-through wrapper drops what its callers drop."""
         seen = False
-        for path in self._paths(f"{name}("):
+        for path in self.paths_mentioning(f"{name}("):
             for call in (self.facts(path) or {}).get("calls", []):
                 if call["callee"] != name or (accepts is not None and not accepts.admits(call)):
                     continue
@@ -202,7 +203,7 @@ class RepoIndex:
         call of `cls.__call__`. An instance reached another way (a list, a factory) is not
         seen, so the answer is only as complete as these bindings."""
         binding = re.compile(rf"(?<![\w.])(?:self\.)?(\w+)\s*(?::[^=\n]+)?=\s*{re.escape(cls)}(?:\.from_\w+)?\(")
-        return frozenset(m.group(1) for path in self._paths(f"{cls}") for m in binding.finditer(self._text(path) or ""))
+        return frozenset(m.group(1) for path in self.paths_mentioning(f"{cls}") for m in binding.finditer(self._text(path) or ""))
 
     def instance_callers_drop(self, cls: str, position: int | None, keyword: str | None, accepts: Signature | None = None) -> bool | None:
         """`callers_drop` for `cls.__call__`: over the calls of every name an instance of
@@ -212,7 +213,7 @@ class RepoIndex:
 
     def _functions(self, name: str) -> Iterator[Facts]:
         """Every module-level definition of the function `name` in the repository."""
-        for path in self._paths(f"def {name}("):
+        for path in self.paths_mentioning(f"def {name}("):
             fn = (self.facts(path) or {}).get("functions", {}).get(name)
             if fn is not None:
                 yield fn
@@ -248,7 +249,7 @@ class RepoIndex:
         can carry no graph (`x.new_zeros(n, dtype=torch.long)`), and there is one; abstract
         declarations (`raise NotImplementedError`) are not definitions."""
         def defs() -> Iterator[Facts | None]:
-            for path in self._paths(f"def {name}("):
+            for path in self.paths_mentioning(f"def {name}("):
                 facts = self.facts(path) or {}
                 yield facts.get("functions", {}).get(name)
                 yield from (c["methods"].get(name) for c in facts.get("classes", {}).values())
@@ -268,7 +269,7 @@ class RepoIndex:
         if not _visible(name, kind):
             return False
         seen = False
-        for path in self._paths(f"{name}("):
+        for path in self.paths_mentioning(f"{name}("):
             if is_test_path(path):
                 continue
             facts = self.facts(path) or {}
@@ -326,7 +327,7 @@ class RepoIndex:
             folder = posixpath.dirname(folder)
         if self._grad_off_files is None:
             # One `git grep` per review; then only the files that name it are read.
-            self._grad_off_files = frozenset(p for p in self._paths("set_grad_enabled") if _GRAD_OFF_AT_IMPORT.search(self._text(p) or ""))
+            self._grad_off_files = frozenset(p for p in self.paths_mentioning("set_grad_enabled") if _GRAD_OFF_AT_IMPORT.search(self._text(p) or ""))
         return any(c in self._grad_off_files for c in candidates)
 
     def only_referenced(self, name: str) -> bool:
@@ -337,7 +338,7 @@ class RepoIndex:
             return False
         reference = re.compile(rf"\.{re.escape(name)}\b(?!\s*\()")
         found = False
-        for path in self._paths(name):
+        for path in self.paths_mentioning(name):
             if is_test_path(path):
                 continue
             if any(call["callee"] == name for call in (self.facts(path) or {}).get("calls", [])):
@@ -352,7 +353,7 @@ class RepoIndex:
         that name in the repository that defines it; None when no class of that name defines
         it here (it is inherited, or the class lives elsewhere)."""
         def defs() -> Iterator[Facts | None]:
-            for path in self._paths(f"class {cls}"):
+            for path in self.paths_mentioning(f"class {cls}"):
                 info = (self.facts(path) or {}).get("classes", {}).get(cls)
                 yield info["methods"].get(method) if info is not None else None
 

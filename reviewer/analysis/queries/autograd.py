@@ -61,9 +61,17 @@ def reaches_a_backward(flow: FunctionFlow, saved: Saved) -> bool:
             return True
         if isinstance(event, Call):
             inputs = (*event.args, *(v for _, v in event.kwargs), *((event.receiver,) if event.receiver is not None else ()))
-            if any(saved.index in _graph(v) for v in inputs) and not _followed(event, saved.index):
+            if any(saved.index in _graph(v) for v in inputs) and not _followed(event, saved.index) and not _into_graphless_helper(flow, event):
                 return True
     return False
+
+
+def _into_graphless_helper(flow: FunctionFlow, call: Call) -> bool:
+    """`gumbel_sample(dist)`: a plain function of the repository whose every `return` can hold
+    no graph (an `argmax`, a `torch.zeros`): what it was handed goes no further than the call
+    (it has no `self` to keep it on)."""
+    func = call.call.func
+    return isinstance(func, cst.Name) and flow.index is not None and bool(flow.file.once(f"no graph from {func.value}", lambda: flow.index.returns_no_graph(func.value)))
 
 
 def _graph(value: Value) -> frozenset[int]:

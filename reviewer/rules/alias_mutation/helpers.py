@@ -16,9 +16,8 @@ from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind, Value
-from review_copies.index.repo import Signature
 from review_copies.model.findings import Category, Severity
-from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
+from review_copies.rules._common import attribute_source, copy_at_binding, signature_of, write_fix
 from review_copies.rules.base import Hit, Rule
 
 
@@ -146,17 +145,4 @@ def callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
     # An instance's calls (`batch.chooser(logits)`) are its class's `__call__`'s.
     cls = scope.class_node.name.value if scope.name == "__call__" and scope.class_node is not None else None
     ask = functools.partial(flow.index.instance_callers_drop, cls) if cls else functools.partial(flow.index.callers_drop, scope.name)
-    return ask(position_of(scope, arg), arg, _signature(scope.node, scope.takes_self)) is True
-
-
-def _signature(fn: cst.FunctionDef, method: bool) -> Signature:
-    params = fn.params
-    positional = [p for p in (*params.posonly_params, *params.params)][1 if method else 0 :]
-    required = next((i for i, p in enumerate(positional) if p.default is not None), len(positional))
-    return Signature(
-        positional=tuple(p.name.value for p in positional),
-        required=required,
-        keyword_only=frozenset(p.name.value for p in params.kwonly_params),
-        varargs=isinstance(params.star_arg, cst.Param),
-        varkw=params.star_kwarg is not None,
-    )
+    return ask(position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self)) is True

@@ -6,13 +6,167 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from review_copies.analysis import roots
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
 from review_copies.analysis.syntax import code_of, is_name
 from review_copies.analysis.values import Tri
+from review_copies.index.arrays import callers_pass_arrays
 from review_copies.model.findings import Category, Severity
+from review_copies.rules._common import signature_of
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+_VALID = (
+    Valid(
+        """
+        from typing import List
+        import numpy as np
+        import torch
+        def overlap(w2c_curr: torch.Tensor, w2c_hist: torch.Tensor, device=None) -> float:
+            w2c_curr = torch.tensor(w2c_curr, device=device)
+            w2c_hist = torch.tensor(w2c_hist, device=device)
+            return float((torch.linalg.inv(w2c_curr) @ w2c_hist).trace())
+        def select(w2c_list: List[np.ndarray], current: int, device=None) -> int:
+            scores = [overlap(w2c_list[current], w2c_list[i], device=device) for i in range(current)]
+            return int(np.argmax(scores))
+        """,
+        "the annotation says `torch.Tensor`, but the one caller passes items of a `List[np.ndarray]`",
+    ),
+    Valid(
+        """
+        import torch
+        def kmeans(x, k, max_it=32):
+            x, k = torch.tensor(x, dtype=torch.float), min(len(x), k)
+            d = x.unique()
+            dists, y = torch.abs_(x.unsqueeze(-1) - d).min(-1)
+            return d[:k], y
+        """,
+        "`x, k = torch.tensor(x), ...` rebinds `x`: the tensor methods after it say what the new value is, not what the caller passed",
+    ),
+    Valid(
+        """
+        import torch
+        def f(values: list[float]):
+            return torch.tensor(values)
+        """,
+        "a list, not a tensor",
+    ),
+    Valid(
+        """
+        import torch
+        def f(x: torch.Tensor):
+            return x.detach().clone()
+        """
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        def f():
+            a = np.zeros(3)
+            return torch.tensor(a)
+        """,
+        "a NumPy array: torch.tensor is the right way to copy it",
+    ),
+    Valid(
+        """
+        import torch
+        def f(x):
+            return torch.tensor(x)
+        """,
+        "nothing says x is a tensor",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        class ToArray:
+            def __call__(self, img):
+                return np.asarray(img)
+        class ToFloat:
+            def __call__(self, img):
+                return torch.tensor(img, dtype=torch.float32)
+        steps = [ToArray(), ToFloat()]
+        def run(img):
+            for step in steps:
+                img = step(img)
+            return img
+        """,
+        "the step before it in the pipeline hands over a NumPy array",
+    ),
+    Valid(
+        """
+        import torch
+        class ToTensor:
+            def __call__(self, img):
+                return torch.as_tensor(img)
+        class ToFloat:
+            def __call__(self, img):
+                return torch.tensor(img, dtype=torch.float32)
+        steps = [ToTensor(), ToFloat()]
+        """,
+        "a list of steps that nothing runs as a pipeline says nothing about their inputs",
+    ),
+    Valid(
+        """
+        import torch
+        def answer_weights(samples):
+            for sample in samples:
+                if not hasattr(sample, "weight"):
+                    sample.weight = torch.tensor([0.2])
+                else:
+                    sample.weight = torch.tensor(sample.weight)
+            return torch.cat([s.weight for s in samples])
+        """,
+        "each iteration has a new `sample`: the tensor the previous one was given says nothing about this one's list",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        def scale_shift(q: torch.Tensor):
+            return torch.tensor(q[:, -8:].cpu().numpy().view(np.float32).astype(np.float16).view(np.uint8))
+        """,
+        "after `.numpy()` the chain is NumPy's: `astype` and `view(dtype)` return arrays",
+    ),
+    Valid(
+        """
+        import torch
+        def features(x, y, as_tensors=False):
+            if as_tensors:
+                x = x.clone().detach().float()
+                y = y.clone().detach().long()
+            else:
+                x = torch.tensor(x, dtype=torch.float)
+                y = torch.tensor(y, dtype=torch.long)
+            return x, y
+        """,
+        "the flag decides what the arguments are: the arm that clones gets tensors, the one that constructs gets arrays",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import Tensor
+        def normalized(weights) -> Tensor:
+            if isinstance(weights, (Tensor, list)):
+                return torch.tensor(weights) / sum(weights)
+            raise TypeError
+        """,
+        "`isinstance(weights, (Tensor, list))` lets a list through too: `weights.detach().clone()` would break it",
+    ),
+    Valid(
+        """
+        import torch
+        import torchvision
+        def cifar(root):
+            train = torchvision.datasets.CIFAR10(root, True, download=True)
+            return torch.tensor(train.data).permute(0, 3, 1, 2).float()
+        """,
+        "a dataset's `.data` is whatever the dataset keeps there: CIFAR10's is a NumPy array",
+    ),
+)
 
 
 class CopyConstructFromTensor(Rule):
@@ -54,140 +208,8 @@ class CopyConstructFromTensor(Rule):
     prefilter = ("tensor",)
     recipes = ("warning",)
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            def kmeans(x, k, max_it=32):
-                x, k = torch.tensor(x, dtype=torch.float), min(len(x), k)
-                d = x.unique()
-                dists, y = torch.abs_(x.unsqueeze(-1) - d).min(-1)
-                return d[:k], y
-            """,
-            "`x, k = torch.tensor(x), ...` rebinds `x`: the tensor methods after it say what the new value is, not what the caller passed",
-        ),
-        Valid(
-            """
-            import torch
-            def f(values: list[float]):
-                return torch.tensor(values)
-            """,
-            "a list, not a tensor",
-        ),
-        Valid(
-            """
-            import torch
-            def f(x: torch.Tensor):
-                return x.detach().clone()
-            """
-        ),
-        Valid(
-            """
-            import numpy as np
-            import torch
-            def f():
-                a = np.zeros(3)
-                return torch.tensor(a)
-            """,
-            "a NumPy array: torch.tensor is the right way to copy it",
-        ),
-        Valid(
-            """
-            import torch
-            def f(x):
-                return torch.tensor(x)
-            """,
-            "nothing says x is a tensor",
-        ),
-        Valid(
-            """
-            import numpy as np
-            import torch
-            class ToArray:
-                def __call__(self, img):
-                    return np.asarray(img)
-            class ToFloat:
-                def __call__(self, img):
-                    return torch.tensor(img, dtype=torch.float32)
-            steps = [ToArray(), ToFloat()]
-            def run(img):
-                for step in steps:
-                    img = step(img)
-                return img
-            """,
-            "the step before it in the pipeline hands over a NumPy array",
-        ),
-        Valid(
-            """
-            import torch
-            class ToTensor:
-                def __call__(self, img):
-                    return torch.as_tensor(img)
-            class ToFloat:
-                def __call__(self, img):
-                    return torch.tensor(img, dtype=torch.float32)
-            steps = [ToTensor(), ToFloat()]
-            """,
-            "a list of steps that nothing runs as a pipeline says nothing about their inputs",
-        ),
-        Valid(
-            """
-            import torch
-            def answer_weights(samples):
-                for sample in samples:
-                    if not hasattr(sample, "weight"):
-                        sample.weight = torch.tensor([0.2])
-                    else:
-                        sample.weight = torch.tensor(sample.weight)
-                return torch.cat([s.weight for s in samples])
-            """,
-            "each iteration has a new `sample`: the tensor the previous one was given says nothing about this one's list",
-        ),
-        Valid(
-            """
-            import numpy as np
-            import torch
-            def scale_shift(q: torch.Tensor):
-                return torch.tensor(q[:, -8:].cpu().numpy().view(np.float32).astype(np.float16).view(np.uint8))
-            """,
-            "after `.numpy()` the chain is NumPy's: `astype` and `view(dtype)` return arrays",
-        ),
-        Valid(
-            """
-            import torch
-            def features(x, y, as_tensors=False):
-                if as_tensors:
-                    x = x.clone().detach().float()
-                    y = y.clone().detach().long()
-                else:
-                    x = torch.tensor(x, dtype=torch.float)
-                    y = torch.tensor(y, dtype=torch.long)
-                return x, y
-            """,
-            "the flag decides what the arguments are: the arm that clones gets tensors, the one that constructs gets arrays",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import Tensor
-            def normalized(weights) -> Tensor:
-                if isinstance(weights, (Tensor, list)):
-                    return torch.tensor(weights) / sum(weights)
-                raise TypeError
-            """,
-            "`isinstance(weights, (Tensor, list))` lets a list through too: `weights.detach().clone()` would break it",
-        ),
-        Valid(
-            """
-            import torch
-            import torchvision
-            def cifar(root):
-                train = torchvision.datasets.CIFAR10(root, True, download=True)
-                return torch.tensor(train.data).permute(0, 3, 1, 2).float()
-            """,
-            "a dataset's `.data` is whatever the dataset keeps there: CIFAR10's is a NumPy array",
-        ),
-    )
+    VALID = _VALID
+
     INVALID = (
         Invalid(
             """
@@ -276,6 +298,8 @@ class CopyConstructFromTensor(Rule):
             if source is None:
                 continue
             arg_node, value = source
+            if _callers_pass_arrays(flow, arg_node, value):
+                continue  # annotated `torch.Tensor`, but every caller hands it a NumPy array
             what = f"`{code_of(arg_node)}`"
             grad_note = ""
             if value.grad is Tri.YES:
@@ -305,6 +329,20 @@ class CopyConstructFromTensor(Rule):
         if not value.is_tensor:
             return None
         return positional[0].value, value
+
+
+def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: object) -> bool:
+    """The argument is the function's parameter as passed, and every call of the function
+    in the repository passes a NumPy array for it (the index's reading of the callers)."""
+    scope = flow.scope
+    if not isinstance(arg, cst.Name) or flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    name = arg.value
+    if not any(roots.is_argument(r, name) for r in getattr(value, "roots", ())):
+        return False
+    position = position_of(scope, name)
+    signature = signature_of(scope.node, scope.takes_self)
+    return bool(flow.file.once(("callers pass arrays", scope.qualname, name), lambda: callers_pass_arrays(flow.index, scope.name, position, name, signature)))
 
 
 def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:

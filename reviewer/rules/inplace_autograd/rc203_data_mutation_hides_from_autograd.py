@@ -56,6 +56,32 @@ class DataMutationHidesFromAutograd(Rule):
             """
             import torch
             from torch import nn
+
+            def gumbel_sample(t, temperature=1.0, dim=-1):
+                if temperature == 0:
+                    return t.argmax(dim=dim)
+                return (t / temperature + torch.rand_like(t)).argmax(dim=dim)
+
+            class Codebook(nn.Module):
+                def __init__(self, dim, size):
+                    super().__init__()
+                    self.embed = nn.Parameter(torch.randn(size, dim))
+
+                def forward(self, x):
+                    embed = self.embed.t()
+                    dist = -(x.pow(2).sum(1, keepdim=True) - 2 * x @ embed + embed.pow(2).sum(0, keepdim=True))
+                    ind = gumbel_sample(dist)
+                    quantize = nn.functional.embedding(ind, self.embed)
+                    if self.training:
+                        self.embed.data.copy_(self.embed.data * 0.99 + 0.01 * quantize.detach().mean(0))
+                    return quantize, ind
+            """,
+            "the distance that saved the codebook feeds only the repository's `gumbel_sample`, an argmax: no backward runs through it",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
             def materialize(module: nn.Module, source: nn.Module):
                 def meta_to_empty(p):
                     return p.new_empty(p.shape, device="cpu") if p.device == torch.device("meta") else p

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import dotted, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import new_and_unshared
@@ -46,6 +46,16 @@ class CloneOfTemporary(Rule):
     recipes = ("copy-bytes",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def masked_loss(losses: torch.Tensor, loss_mask: torch.Tensor):
+                loss = torch.sum(losses.view(-1) * loss_mask)
+                num_tokens = loss_mask.sum().clone().detach().to(torch.int)
+                return loss, num_tokens
+            """,
+            "`loss_mask.sum()` is one number: copying it again costs nothing worth a change",
+        ),
         Valid(
             """
             import torch
@@ -147,12 +157,31 @@ class CloneOfTemporary(Rule):
             if not new_and_unshared(recv):
                 continue
             node = event.receiver_node
+            if _full_reduction(node):
+                continue  # `mask.sum().clone()`: a 0-d tensor, whose copy costs nothing worth a change
             message = (
                 f"`{short_code(node)}` is already a new tensor that nothing else refers to; `.clone()` copies it a second time "
                 "(more time and peak memory, same result). Drop the `.clone()`."
             )
             replacement = node.with_changes(lpar=[], rpar=[]) if isinstance(node, cst.BinaryOperation) and _is_whole_value(event) else node
             yield Hit(event.node, message, (event.node, replacement))
+
+
+_REDUCTIONS = frozenset(("sum", "mean", "prod", "max", "min", "amax", "amin", "norm", "std", "var", "all", "any", "count_nonzero", "logsumexp"))
+
+
+def _full_reduction(node: cst.BaseExpression) -> bool:
+    """`x.sum()`, `x.float().mean()`, `torch.max(x)`: reduced over every dimension, one number."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else ""
+    if name not in _REDUCTIONS:
+        return False
+    method = not dotted(func.value).startswith("torch") if isinstance(func, cst.Attribute) else False
+    positional = [a for a in node.args if a.keyword is None]
+    keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+    return not ({"dim", "axis", "keepdim"} & keywords) and len(positional) == (0 if method else 1)
 
 
 def _is_whole_value(event: Call) -> bool:

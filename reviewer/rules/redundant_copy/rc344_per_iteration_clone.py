@@ -64,6 +64,22 @@ class PerIterationCloneIntoNewTensor(Rule):
         Valid(
             """
             import torch
+            def mtp_losses(lm_head, hidden_states, labels, loss_fn):
+                shifted = None
+                total = 0.0
+                for hidden in hidden_states:
+                    logits = lm_head(hidden)
+                    if shifted is None:
+                        shifted = labels.clone()
+                    shifted = torch.roll(shifted, -1, dims=-1)
+                    total = total + loss_fn(logits.flatten(0, 1), shifted.flatten())
+                return total
+            """,
+            "`if shifted is None:` clones on the first iteration only; later ones roll the previous result",
+        ),
+        Valid(
+            """
+            import torch
             def f(template: torch.Tensor, steps: int):
                 out = []
                 for step in range(steps):
@@ -204,7 +220,7 @@ class PerIterationCloneIntoNewTensor(Rule):
             if source is None or not isinstance(source, (cst.Name, cst.Attribute)):
                 continue
             loop = flow.loops[bind.loops[-1]]
-            if one_iteration(flow, bind, loop):
+            if one_iteration(flow, bind, loop) or _set_once(flow, bind, loop):
                 continue  # `if i == start: out = init.clone()`: one copy per loop, not one per iteration
             src_name = name_of(source)
             if not src_name:
@@ -232,6 +248,32 @@ class PerIterationCloneIntoNewTensor(Rule):
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
+
+
+def _set_once(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
+    """`if shifted is None: shifted = labels.clone()` in the loop, and the loop never sets
+    the name back to None: the clone is made on the first iteration only."""
+    if any(isinstance(e, Bind) and e.name == bind.name and isinstance(e.expr, cst.Name) and e.expr.value == "None" and loop.start <= e.line <= loop.end for e in flow.events):
+        return False
+    found = False
+
+    class Guards(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            nonlocal found
+            test = node.test
+            if (
+                isinstance(test, cst.Comparison)
+                and name_of(test.left) == bind.name
+                and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, cst.Is)
+                and isinstance(test.comparisons[0].comparator, cst.Name)
+                and test.comparisons[0].comparator.value == "None"
+            ):
+                start, end = flow.file.span(node.body)
+                found = found or start <= bind.line <= end
+
+    loop.node.body.visit(Guards())
+    return found
 
 
 def _aliases_in_loop(flow: FunctionFlow, bind: Bind, loop: Loop) -> set[str]:

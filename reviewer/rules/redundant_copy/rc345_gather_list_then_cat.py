@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Bind, Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.queries.callers import passed
-from review_copies.analysis.syntax import code_of, dotted, short_code
+from review_copies.analysis.syntax import code_of, dotted, names_in, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
@@ -54,6 +54,31 @@ class GatherListThenCat(Rule):
     recipes = ("copy-bytes",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def gather_embeddings(input: torch.Tensor, seqlens_on_cp_ranks, cp_group):
+                outputs = []
+                for i in range(len(seqlens_on_cp_ranks)):
+                    o = torch.zeros((seqlens_on_cp_ranks[i].sum(), *input.shape[1:]), device=input.device, dtype=input.dtype)
+                    outputs.append(o)
+                torch.distributed.all_gather(outputs, input, group=cp_group)
+                return torch.cat(outputs, dim=0)
+            """,
+            "each rank's piece has its own length: `all_gather_into_tensor` takes only equal pieces",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import distributed
+            def all_gather_sizes(x, dim):
+                size = torch.tensor(x.shape[dim], dtype=torch.long, device=x.device)
+                all_sizes = [torch.empty_like(size) for _ in range(distributed.get_world_size())]
+                distributed.all_gather(all_sizes, size)
+                return torch.stack(all_sizes)
+            """,
+            "one size per rank: the stack copies a few integers",
+        ),
         Valid(
             """
             import torch
@@ -202,6 +227,8 @@ class GatherListThenCat(Rule):
             parts = name_of(gather.call.args[0].value)
             if not parts or (len(gather.call.args) > 1 and _one_element(flow, gather.call.args[1].value, gather.index)) or _one_element_pieces(flow, parts, gather.index):
                 continue
+            if _sized_per_rank(flow, parts, gather.index):
+                continue  # pieces of different sizes: the single collective needs equal ones
             set_lines = _pieces_set(flow, parts)
             for event in flow.later(gather):
                 if (isinstance(event, Bind) and event.name == parts) or any(gather.line < line < event.line for line in set_lines):
@@ -283,16 +310,59 @@ def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> b
 
 def _one_element_pieces(flow: FunctionFlow, parts: str, before: int) -> bool:
     """The list gathered into holds one-element tensors (`[torch.zeros(1, ...) for _ in
-    range(world)]`, `[torch.zeros(1)] * world`): the gather collects a number per rank."""
+    range(world)]`, `[torch.zeros(1)] * world`, `[torch.empty_like(size) ...]` of a
+    one-element `size`): the gather collects a number per rank."""
     bind = last_bind(flow, parts, before)
     expr = bind.expr if bind is not None else None
     if isinstance(expr, cst.ListComp):
-        return _one_element_spelled(expr.elt)
+        elt = expr.elt
+        if isinstance(elt, cst.Call) and dotted(elt.func).rpartition(".")[2] in ("empty_like", "zeros_like", "ones_like") and elt.args:
+            return _one_element(flow, elt.args[0].value, before)
+        return _one_element_spelled(elt)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
         pieces = expr.left if isinstance(expr.left, cst.List) else expr.right
         if isinstance(pieces, cst.List) and len(pieces.elements) == 1:
             return _one_element_spelled(pieces.elements[0].value)
     return False
+
+
+def _sized_per_rank(flow: FunctionFlow, parts: str, before: int) -> bool:
+    """The pieces are sized by rank (`[torch.empty(sizes[i], d) for i in range(world)]`, or
+    appended in a loop from a tensor whose shape names the loop's variable): the list form is
+    the only all-gather that takes pieces of different sizes."""
+    bind = last_bind(flow, parts, before)
+    expr = bind.expr if bind is not None else None
+    if isinstance(expr, cst.ListComp):
+        targets = names_in(expr.for_in.target)
+        return bool(targets & names_in(expr.elt))
+    if not (isinstance(expr, cst.List) and not expr.elements) or flow.scope is None:
+        return False
+    found = False
+
+    class Loops(cst.CSTVisitor):
+        def visit_For(self, loop: cst.For) -> None:
+            nonlocal found
+            targets = names_in(loop.target)
+            made: dict[str, cst.BaseExpression] = {}
+
+            class Body(cst.CSTVisitor):
+                def visit_Assign(self, assign: cst.Assign) -> None:
+                    for t in assign.targets:
+                        if isinstance(t.target, cst.Name):
+                            made[t.target.value] = assign.value
+
+                def visit_Call(self, call: cst.Call) -> None:
+                    nonlocal found
+                    func = call.func
+                    if isinstance(func, cst.Attribute) and func.attr.value == "append" and name_of(func.value) == parts and call.args:
+                        piece = call.args[0].value
+                        source = made.get(piece.value, piece) if isinstance(piece, cst.Name) else piece
+                        found = found or bool(targets & names_in(source))
+
+            loop.body.visit(Body())
+
+    flow.scope.node.visit(Loops())
+    return found
 
 
 def _one_element_spelled(expr: cst.BaseExpression) -> bool:
@@ -305,6 +375,8 @@ def _one_element_spelled(expr: cst.BaseExpression) -> bool:
     first = expr.args[0].value
     if name == "tensor" and isinstance(first, (cst.Integer, cst.Float)):
         return True
+    if name == "tensor" and _a_size(first):
+        return True  # `torch.tensor(x.shape[dim])`, `torch.tensor(len(items))`: one number
     if name == "tensor" or (name in _LEGACY_CONSTRUCTORS and isinstance(first, (cst.List, cst.Tuple))):
         # `[[n]]`: one element at every depth (`torch.Tensor(n)` is n numbers, not one).
         while isinstance(first, (cst.List, cst.Tuple)) and len(first.elements) == 1 and not isinstance(first.elements[0], cst.StarredElement):
@@ -341,3 +413,15 @@ def _nested_calls_pass_one(flow: FunctionFlow, param: str) -> bool:
     if not sites or mentions != len(sites) + 1:
         return False
     return all(value is not None and not any(a.star for a in call.args) and _one_element_spelled(value) for call, value in sites)
+
+
+def _a_size(expr: cst.BaseExpression) -> bool:
+    """`x.shape[d]`, `x.size(d)`, `x.numel()`, `len(x)`: an int."""
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        return all(isinstance(e.slice, cst.Index) for e in expr.slice) and len(expr.slice) == 1
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Name):
+            return expr.func.value == "len"
+        if isinstance(expr.func, cst.Attribute):
+            return (expr.func.attr.value == "size" and len(expr.args) == 1) or (expr.func.attr.value == "numel" and not expr.args)
+    return False

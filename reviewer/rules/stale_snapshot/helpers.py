@@ -106,14 +106,25 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
 
 
 def written_through_entries(flow: FunctionFlow, name: str, change: Event) -> bool:
-    """`for k, v in target_dict.items(): v.mul_(1 - tau)`: the tensor written was taken from
-    the dict's own entries, so the dict is the handle the update goes through (a soft copy of
-    parameters), not a snapshot meant to keep the old values."""
+    """`for k, v in target_dict.items(): v.mul_(1 - tau)` or `v = target_dict[k]; v.mul_(...)`:
+    the tensor written was taken from the dict's own entries, so the dict is the handle the
+    update goes through (a soft copy of parameters, a running average), not a snapshot meant
+    to keep the old values."""
     if not isinstance(change, Write):
         return False
-    writer = name_of(change.target_node).split(".")[0]
+    target = change.target_node
+    while isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute) and api.is_inplace_method(target.func.attr.value):
+        target = target.func.value  # `v.mul_(a).add_(b)`: the chain writes into `v`
+    writer = name_of(target).split(".")[0]
     if not writer:
         return False
+    # `target = merged["model"][key]; target.mul_(...)`: an entry taken out of the dict itself.
+    bind = last_bind(flow, writer, change.index)
+    entry = bind.expr if bind is not None else None
+    while isinstance(entry, cst.Subscript):
+        entry = entry.value
+    if entry is not None and bind is not None and isinstance(bind.expr, cst.Subscript) and name_of(entry) == name:
+        return True
     for loop_id in change.loops:
         loop = flow.loops.get(loop_id)
         if loop is None or not isinstance(loop.node, cst.For) or writer not in names_in(loop.node.target):

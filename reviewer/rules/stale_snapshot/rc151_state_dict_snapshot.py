@@ -21,6 +21,22 @@ _VALID = (
     Valid(
         """
         import torch
+        def average_checkpoints(load, paths):
+            first = load(paths[0])
+            merged = first.state_dict()
+            del first
+            for i, path in enumerate(paths[1:], start=2):
+                other = load(path).state_dict()
+                for key in merged.keys():
+                    target = merged[key]
+                    target.mul_((i - 1) / i).add_(other[key], alpha=1.0 / i)
+            return merged
+        """,
+        "the first checkpoint's tensors are the running average, updated through the dict's own entries",
+    ),
+    Valid(
+        """
+        import torch
         def train(model, loader, epochs: int, path: str):
             optimizer = torch.optim.Adam(model.parameters())
             lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)

@@ -55,6 +55,20 @@ class ModuleAliasSnapshot(Rule):
     VALID = (
         Valid(
             """
+            from torch import nn
+            def replace_linear_with_lora(module, rank):
+                for name, child in module.named_children():
+                    if isinstance(child, nn.Linear):
+                        lora = LoRALinear(child.in_features, child.out_features, rank)
+                        lora.frozen_W = child
+                        setattr(module, name, lora)
+                    else:
+                        replace_linear_with_lora(child, rank)
+            """,
+            "the linear is handed to the LoRA wrapper that takes its place in the parent: one owner, on purpose",
+        ),
+        Valid(
+            """
             import copy
             from torch import nn
             from torch.optim.swa_utils import AveragedModel
@@ -135,6 +149,8 @@ class ModuleAliasSnapshot(Rule):
                 continue  # `AveragedModel(swa_module, ...)`: whether it copies is the callee's to say
             if _chosen_over_a_new_one(flow, bind):
                 continue  # `if share: tgt = src` / `else: tgt = nn.Embedding(...)`: sharing is the choice made
+            if _wrapper_takes_its_place(flow, bind):
+                continue  # `lora.frozen_W = child; setattr(parent, name, lora)`: the wrapper holds what it wraps
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -161,3 +177,20 @@ def _chosen_over_a_new_one(flow: FunctionFlow, bind: Bind) -> bool:
         other.name == bind.name and isinstance(other.expr, cst.Call) and other.value.kind is Kind.MODULE and other.exclusive_with(bind)
         for other in flow.of(Bind)
     )
+
+
+def _wrapper_takes_its_place(flow: FunctionFlow, bind: Bind) -> bool:
+    """`wrapper.base = child`, and later the wrapper is put where the module was
+    (`setattr(parent, name, wrapper)`, `parent.attr = wrapper`): the module is handed to the
+    object that replaces it, whose job is to hold it (a LoRA or quantization wrapper), not a
+    second copy kept beside it."""
+    if "." not in bind.name:
+        return False
+    holder = bind.name.split(".")[0]
+    for event in flow.after(bind):
+        call = event.call if isinstance(event, Call) else None
+        if call is not None and isinstance(call.func, cst.Name) and call.func.value == "setattr" and len(call.args) == 3 and name_of(call.args[2].value) == holder:
+            return True
+        if isinstance(event, Bind) and "." in event.name and isinstance(event.expr, cst.Name) and event.expr.value == holder:
+            return True
+    return False
