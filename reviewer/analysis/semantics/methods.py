@@ -46,6 +46,9 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
         return UNKNOWN
     if method == "item":
         return SCALAR
+    if method == "astype":
+        # Only NumPy arrays (and pandas objects) have `astype`; a tensor has none.
+        return Value(kind=Kind.NDARRAY, grad=Tri.NO)
     if method == "state_dict":
         owner = dotted(func.value).rpartition(".")[2]
         if DATA_PIPELINE_NAME.search(owner) or SCHEDULER_NAME.search(owner):

@@ -21,6 +21,18 @@ from review_copies.rules.base import Hit, Invalid, Rule, Valid
 _VALID = (
     Valid(
         """
+        import numpy as np
+        import torch
+        import xatlas
+        def texture_indices(mesh_v, mesh_pos_idx):
+            vmapping, indices, uvs = xatlas.parametrize(mesh_v.detach().cpu().numpy(), mesh_pos_idx.detach().cpu().numpy())
+            indices_int64 = indices.astype(np.uint64, casting="same_kind").view(np.int64)
+            return torch.tensor(indices_int64, dtype=torch.int64, device=mesh_v.device)
+        """,
+        "`astype` is a NumPy method (a tensor has none): `indices_int64` is an array, and `.view(np.int64)` reinterprets it",
+    ),
+    Valid(
+        """
         from typing import List
         import numpy as np
         import torch
