@@ -6,18 +6,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Protocol
 
-
-class _Index(Protocol):
-    def paths_mentioning(self, word: str) -> list[str]: ...
-
-    def facts(self, path: str) -> dict[str, Any] | None: ...
-
-
-class _Signature(Protocol):
-    def admits(self, call: dict[str, Any]) -> bool: ...
-
+from review_copies.index.calls import Admits, CallIndex, calls_passing
 
 # NumPy functions whose result is an array.
 _NUMPY_ARRAYS = frozenset("array asarray ascontiguousarray zeros ones empty full zeros_like ones_like empty_like full_like stack concatenate load arange linspace eye copy".split())
@@ -35,6 +25,19 @@ def annotated_arrays(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[frozen
         elif re.fullmatch(r"(typing\.)?(List|list|Sequence|Tuple|tuple)\[(np|numpy)\.ndarray(, \.\.\.)?\]", text):
             lists.add(p.arg)
     return frozenset(arrays), frozenset(lists)
+
+
+def record_binding(node: ast.AST, binds: dict[str, list[ast.expr]]) -> None:
+    """Add what `node` binds to `binds`, for `an_array`: `name = value` records the value; a
+    name bound another way (a loop's or a `with`'s target, a tuple, `+=`, `:=`) records a
+    placeholder that is no array. Unlike `graphless.returns_no_graph`, a plain assignment
+    inside a loop body keeps its value: `w = items[i]` there is still an item."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        binds.setdefault(node.targets[0].id, []).append(node.value)
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
+        for n in ast.walk(node.target if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.targets[0] is n):
+                binds.setdefault(n.id, []).append(ast.Constant(value=None))
 
 
 def an_array(expr: ast.expr, binds: dict[str, list[ast.expr]], annotated: tuple[frozenset[str], frozenset[str]], depth: int = 0) -> bool:
@@ -55,23 +58,17 @@ def an_array(expr: ast.expr, binds: dict[str, list[ast.expr]], annotated: tuple[
     return False
 
 
-def callers_pass_arrays(index: _Index, name: str, position: int | None, keyword: str | None, accepts: _Signature | None = None) -> bool:
+def callers_pass_arrays(index: CallIndex, name: str, position: int | None, keyword: str | None, accepts: Admits | None = None) -> bool:
     """Whether every call of `name` in the repository that passes the parameter at
     `position` (after `self` for a method) or `keyword` passes a NumPy array there
     (`t.cpu().numpy()`, `np.stack(...)`, an item of a `List[np.ndarray]`), and there is
-    one: an annotation that says `torch.Tensor` is then wrong about what arrives."""
+    one: an annotation that says `torch.Tensor` is then wrong about what arrives. A call
+    with `*args` is left out of the positional question: its positions are not known."""
     seen = False
-    for path in index.paths_mentioning(f"{name}("):
-        for call in (index.facts(path) or {}).get("calls", []):
-            if call["callee"] != name or (accepts is not None and not accepts.admits(call)):
-                continue
-            if keyword is not None and keyword in call["kw"]:
-                where: int | str = keyword
-            elif position is not None and position < len(call["pos"]) and not call.get("spread"):
-                where = position
-            else:
-                continue
-            if where not in call.get("arrays", ()):
-                return False
-            seen = True
+    for _, call, where in calls_passing(index, name, position, keyword, accepts):
+        if isinstance(where, int) and call.get("spread"):
+            continue
+        if where not in call.get("arrays", ()):
+            return False
+        seen = True
     return seen

@@ -11,7 +11,7 @@ import ast
 from typing import Any
 
 from review_copies.analysis.semantics import api
-from review_copies.index.arrays import an_array, annotated_arrays
+from review_copies.index.arrays import an_array, annotated_arrays, record_binding
 from review_copies.index.graphless import returns_no_graph
 
 Facts = dict[str, Any]
@@ -413,7 +413,9 @@ def _calls(
     calls: list[ast.Call] = []
     replaced: dict[int, str] = {}  # a call that is the value of `target = call`: the target's code
     assigned: dict[int, set[str]] = {}  # a call inside an assignment's value: the names it binds
+    array_binds: dict[str, list[ast.expr]] = {}  # what each local name is bound to, for `an_array`
     for node in (n for top in nodes for n in ast.walk(top)):
+        record_binding(node, array_binds)
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node.lineno)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
@@ -437,16 +439,6 @@ def _calls(
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call):
                 replaced[id(node.value)] = ast.unparse(node.targets[0])
     masks = _masks(nodes)
-    # What each local name is bound to (a name bound by a loop, a tuple or an augmented
-    # assignment is not known): for `an_array`.
-    array_binds: dict[str, list[ast.expr]] = {}
-    for node in (n for top in nodes for n in ast.walk(top)):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            array_binds.setdefault(node.targets[0].id, []).append(node.value)
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr)):
-            for n in ast.walk(node.target if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else node):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not (isinstance(node, ast.Assign) and len(node.targets) == 1 and node.targets[0] is n):
-                    array_binds.setdefault(n.id, []).append(ast.Constant(value=None))  # bound another way: not an array
     out: list[Facts] = []
     for node in calls:
         into = replaced.get(id(node))

@@ -21,6 +21,7 @@ from typing import Any
 
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.semantics import api
+from review_copies.index.calls import calls_passing
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
@@ -161,24 +162,16 @@ class RepoIndex:
         caller that hands on its own parameter and never reads it again is asked about its
         own callers in turn (`depth` levels): a pass-through wrapper drops what its callers drop."""
         seen = False
-        for path in self.paths_mentioning(f"{name}("):
-            for call in (self.facts(path) or {}).get("calls", []):
-                if call["callee"] != name or (accepts is not None and not accepts.admits(call)):
-                    continue
-                if keyword is not None and keyword in call["kw"]:
-                    passed = call["kw"][keyword]
-                elif position is not None and position < len(call["pos"]):
-                    passed = call["pos"][position]
-                else:
-                    continue  # not passed here (a default, or `*args`)
-                if passed is not None and passed in call.get("through", ()) and depth > 1:
-                    if self._wrapper_callers_drop(path, call, passed, depth - 1) is not True:
-                        return False
-                elif passed is None or passed in call["kept"]:
-                    return False  # something that may be shared, or a name read again
-                # A test that checks only the result says nothing of how real callers use
-                # their tensor afterwards (a library's users are not in the repository).
-                seen = seen or not is_test_path(path)
+        for path, call, where in calls_passing(self, name, position, keyword, accepts):
+            passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
+            if passed is not None and passed in call.get("through", ()) and depth > 1:
+                if self._wrapper_callers_drop(path, call, passed, depth - 1) is not True:
+                    return False
+            elif passed is None or passed in call["kept"]:
+                return False  # something that may be shared, or a name read again
+            # A test that checks only the result says nothing of how real callers use
+            # their tensor afterwards (a library's users are not in the repository).
+            seen = seen or not is_test_path(path)
         return True if seen else None
 
     def _wrapper_callers_drop(self, path: str, call: Facts, param: str, depth: int) -> bool | None:
