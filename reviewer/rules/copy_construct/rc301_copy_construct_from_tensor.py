@@ -12,7 +12,7 @@ from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
 from review_copies.analysis.syntax import code_of, is_name
-from review_copies.analysis.values import Tri
+from review_copies.analysis.values import Tri, Value
 from review_copies.index.arrays import callers_pass_arrays
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import signature_of
@@ -329,7 +329,7 @@ class CopyConstructFromTensor(Rule):
             )
             yield Hit(event.node, message, _fix(event, arg_node))
 
-    def _source(self, event: Call) -> tuple[cst.BaseExpression, object] | None:
+    def _source(self, event: Call) -> tuple[cst.BaseExpression, Value] | None:
         call = event.call
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if len(positional) != 1 or any(a.star for a in call.args):
@@ -343,14 +343,14 @@ class CopyConstructFromTensor(Rule):
         return positional[0].value, value
 
 
-def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: object) -> bool:
+def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: Value) -> bool:
     """The argument is the function's parameter as passed, and every call of the function
     in the repository passes a NumPy array for it (the index's reading of the callers)."""
     scope = flow.scope
     if not isinstance(arg, cst.Name) or flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
     name = arg.value
-    if not any(roots.is_argument(r, name) for r in getattr(value, "roots", ())):
+    if not any(roots.is_argument(r, name) for r in value.roots):
         return False
     position = position_of(scope, name)
     signature = signature_of(scope.node, scope.takes_self)

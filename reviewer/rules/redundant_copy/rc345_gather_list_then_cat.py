@@ -225,9 +225,11 @@ class GatherListThenCat(Rule):
             return  # the list form is the fallback of a function that already uses the single collective
         for gather in gathers:
             parts = name_of(gather.call.args[0].value)
-            if not parts or (len(gather.call.args) > 1 and _one_element(flow, gather.call.args[1].value, gather.index)) or _one_element_pieces(flow, parts, gather.index):
+            made = last_bind(flow, parts, gather.index) if parts else None
+            pieces = made.expr if made is not None else None  # how the list gathered into was made
+            if not parts or (len(gather.call.args) > 1 and _one_element(flow, gather.call.args[1].value, gather.index)) or _one_element_pieces(flow, pieces, gather.index):
                 continue
-            if _sized_per_rank(flow, parts, gather.index):
+            if _sized_per_rank(flow, pieces, parts):
                 continue  # pieces of different sizes: the single collective needs equal ones
             set_lines = _pieces_set(flow, parts)
             for event in flow.later(gather):
@@ -308,12 +310,10 @@ def _one_element(flow: FunctionFlow, expr: cst.BaseExpression, before: int) -> b
     return _one_element_spelled(expr)
 
 
-def _one_element_pieces(flow: FunctionFlow, parts: str, before: int) -> bool:
-    """The list gathered into holds one-element tensors (`[torch.zeros(1, ...) for _ in
-    range(world)]`, `[torch.zeros(1)] * world`, `[torch.empty_like(size) ...]` of a
-    one-element `size`): the gather collects a number per rank."""
-    bind = last_bind(flow, parts, before)
-    expr = bind.expr if bind is not None else None
+def _one_element_pieces(flow: FunctionFlow, expr: cst.BaseExpression | None, before: int) -> bool:
+    """The list gathered into, as made (`expr`), holds one-element tensors (`[torch.zeros(1,
+    ...) for _ in range(world)]`, `[torch.zeros(1)] * world`, `[torch.empty_like(size) ...]`
+    of a one-element `size`): the gather collects a number per rank."""
     if isinstance(expr, cst.ListComp):
         elt = expr.elt
         if isinstance(elt, cst.Call) and dotted(elt.func).rpartition(".")[2] in ("empty_like", "zeros_like", "ones_like") and elt.args:
@@ -326,12 +326,10 @@ def _one_element_pieces(flow: FunctionFlow, parts: str, before: int) -> bool:
     return False
 
 
-def _sized_per_rank(flow: FunctionFlow, parts: str, before: int) -> bool:
-    """The pieces are sized by rank (`[torch.empty(sizes[i], d) for i in range(world)]`, or
-    appended in a loop from a tensor whose shape names the loop's variable): the list form is
-    the only all-gather that takes pieces of different sizes."""
-    bind = last_bind(flow, parts, before)
-    expr = bind.expr if bind is not None else None
+def _sized_per_rank(flow: FunctionFlow, expr: cst.BaseExpression | None, parts: str) -> bool:
+    """The pieces of the list `parts`, made as `expr`, are sized by rank (`[torch.empty(sizes[i],
+    d) for i in range(world)]`, or `[]` appended in a loop from a tensor whose shape names the
+    loop's variable): the list form is the only all-gather that takes pieces of different sizes."""
     if isinstance(expr, cst.ListComp):
         targets = names_in(expr.for_in.target)
         return bool(targets & names_in(expr.elt))
