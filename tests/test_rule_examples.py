@@ -144,6 +144,29 @@ def direction(grad, momentum):
     assert [f.line for f in _findings(InplaceOnArgument, plain)] == [4, 5]
 
 
+def test_a_helper_method_of_an_optimizer_hands_the_update_its_own_state() -> None:
+    """modded-nanogpt's NorMuon: `_direction`, a method the optimizer's `step` and its coupled
+    step share, passes `state["momentum_buffer"]` to `muon_update`. The state is the
+    optimizer's to update from any of its methods, not only from one named `step`."""
+    from review_copies.rules.alias_mutation.rc102_inplace_on_argument import InplaceOnArgument
+
+    helper = MUON + """
+class Muon(torch.optim.Optimizer):
+    def _direction(self, p, group):
+        state = self.state[p]
+        if len(state) == 0:
+            state["momentum_buffer"] = torch.zeros_like(p)
+        return muon_update(p.grad, state["momentum_buffer"], beta=group["momentum"])
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(self._direction(p, group).reshape(p.shape), alpha=-group["lr"])
+"""
+    assert _findings(InplaceOnArgument, helper) == []
+
+
 def test_a_state_dict_written_through_its_own_entries_is_a_handle_not_a_snapshot() -> None:
     """pfrl's `soft_copy_param`: `for k, v in target_dict.items(): v.mul_(1 - tau)` updates
     the target network's live tensors through its state_dict on purpose; the dict is never

@@ -165,7 +165,7 @@ def callers_expect_the_write(flow: FunctionFlow, arg: str) -> bool:
     change: it throws the result away (the function is called for what it does to its
     arguments), passes a name it then returns itself (the caller mutates and returns in
     turn), passes a new tensor (`f(x.clone())`), or passes a local it never reads again (a
-    fresh temporary, `trace.cpu().numpy()` of one), or is made by an optimizer's `step`
+    fresh temporary, `trace.cpu().numpy()` of one), or is made by an optimizer's method
     (`muon_update(p.grad, state["momentum_buffer"])`: updating those is the step's job). A write into the
     argument is then the function's job or invisible, not a change behind a caller's back."""
     sites = passed(flow, arg)
@@ -323,8 +323,8 @@ class CallContext:
     caller_returns: AbstractSet[str]
     # `w.data.copy_(f(...))`: the code of what the result is copied into (`w.data`).
     copied_into: str | None = None
-    # The call is made by an optimizer's `step` (a method of a class built on `...Optimizer`):
-    # what it passes (grads, state buffers, parameters) is the update's to change.
+    # The call is made by a method of an optimizer (a class built on `...Optimizer`): what it
+    # passes (grads, state buffers, parameters) is the update's to change.
     in_optimizer_step: bool = False
     # Names the caller bound, before this call, to a copy of its own (`y = y.clone().view(...)`).
     own_copies: frozenset[str] = frozenset()
@@ -380,7 +380,7 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
                 self.no_grad = [0]
                 self.functions: list[tuple[frozenset[str], set[str], set[str]]] = [(frozenset(), set(), set())]
                 self.classes: list[bool] = [False]  # is each enclosing class an optimizer?
-                self.steps: list[bool] = [False]  # is each enclosing function an optimizer's step?
+                self.steps: list[bool] = [False]  # is each enclosing function a method of an optimizer?
                 self.statements: set[cst.Call] = set()
                 self.copies: dict[cst.Call, str] = {}
                 self.loop_targets: list[frozenset[str]] = []
@@ -400,7 +400,9 @@ def call_contexts(file: ParsedFile) -> dict[cst.Call, CallContext]:
             def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
                 params = frozenset(p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params))
                 self.functions.append((params, set(), set()))
-                self.steps.append(self.steps[-1] or (self.classes[-1] and node.name.value == "step"))
+                # `step` and the helpers it shares with other methods (`_direction`): the state they
+                # pass is the optimizer's own to update.
+                self.steps.append(self.steps[-1] or self.classes[-1])
                 self.no_grad.append(1 if any(_turns_grad_off(d.decorator) for d in node.decorators) else 0)
 
             def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:

@@ -64,7 +64,7 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
     if qual == "torch.clone":
         return first.but(roots=cx.new_root(node), fresh=True, leaf=False, via="", certain=True) if first.kind is Kind.TENSOR else UNKNOWN
     if qual.startswith("torch.") and short in api.VIEW_METHODS | api.MAYBE_VIEW_METHODS and first.kind is Kind.TENSOR:
-        return first.but(via=first.via or "view", fresh=False, leaf=False, certain=short not in api.MAYBE_VIEW_METHODS, origin=origin)
+        return first.but(via=first.via or "view", fresh=False, leaf=False, certain=first.certain and short not in api.MAYBE_VIEW_METHODS, origin=origin)
     if qual.startswith("torch.") and short in api.VIEW_TUPLE_METHODS and first.kind is Kind.TENSOR:
         return Value(kind=Kind.TUPLE, grad=Tri.NO, element=first.but(via=first.via or "view", fresh=False, leaf=False))
     if qual.count(".") == 1 and qual.startswith("torch.") and api.is_view_op(short):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -27,12 +28,196 @@ from review_copies.analysis.queries.intent import (
 )
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
 from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
+
+_VALID = (
+    Valid(
+        """
+        import torch
+        def normalize_pixels(pixels: torch.Tensor, device: torch.device) -> torch.Tensor:
+            video = pixels.to(device=device, dtype=torch.float32).div_(255.0)
+            mean = torch.tensor((0.485, 0.456, 0.406), device=device).view(1, -1, 1, 1)
+            return (video - mean) / 2
+        def compare(model, pixels: torch.Tensor, device: torch.device):
+            expected = model(normalize_pixels(pixels, device))
+            actual = model.encode(pixels)
+            return expected, actual
+        """,
+        "scaled by 1/255: the argument holds 8-bit pixels, which the float conversion copies (FastVideo's parity test)",
+    ),
+    Valid(
+        """
+        import torch
+        def rope_table(positions, freqs):
+            angles = positions.to(torch.float64)
+            angles.mul_(freqs)
+            return torch.polar(torch.ones_like(angles), angles)
+        """,
+        "a conversion to float64 (rotary tables are built in it): positions reach it in another dtype, so `.to` copies and the write stays local",
+    ),
+    Valid(
+        """
+        import torch
+        def rope_precompute(x, grid_sizes, freqs):
+            b, s, n = x.size(0), x.size(1), x.size(2)
+            output = torch.view_as_complex(x.detach().reshape(b, s, n, -1, 2).to(torch.float64))
+            for i in range(b):
+                output[i, :s] = freqs[:s]
+            return output
+        """,
+        "`torch.view_as_complex` of what `.to` gave shares `x` only if `.to` returned it (DiffSynth-Studio): nothing says it did",
+    ),
+    Valid(
+        """
+        import torch
+        def adam_step(p: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, lr: float):
+            exp_avg.mul_(0.9).add_(grad, alpha=0.1)
+            p.add_(exp_avg, alpha=-lr)
+            return exp_avg
+        def step(params, grads, states, lr: float):
+            for p, g, s in zip(params, grads, states):
+                adam_step(p, g, s, lr)
+        """,
+        "every caller throws the result away: the function is called for what it writes",
+    ),
+    Valid(
+        """
+        import torch
+        def cutmix(x: torch.Tensor, lam: float) -> float:
+            if lam == 1.0:
+                return 1.0
+            x[:, :, :8, :8] = x.flip(0)[:, :, :8, :8]
+            return lam
+        """,
+        "the result is a number about the batch it mixed in place",
+    ),
+    Valid(
+        """
+        import torch
+        def refine(z_low: torch.Tensor, z_mid: torch.Tensor) -> torch.Tensor:
+            z_low[z_mid > 0] = z_mid[z_mid > 0]
+            return z_low.mean()
+        def search(z: torch.Tensor, idx: torch.Tensor):
+            z_low = z[idx]
+            z_mid = z_low * 0.5
+            best = refine(z_low, z_mid)
+            return best
+        """,
+        "the caller passes a temporary of its own and never reads it again",
+    ),
+    Valid(
+        """
+        import torch
+        def normalize_(x: torch.Tensor) -> torch.Tensor:
+            x -= x.mean()
+            return x
+        """,
+        "the trailing underscore says it mutates",
+    ),
+    Valid(
+        """
+        import torch
+        def scatter(src: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+            out.copy_(src)
+            return out
+        """,
+        "an out= parameter",
+    ),
+    Valid(
+        """
+        import torch
+        def load_into(companion: torch.Tensor, saved: dict) -> bool:
+            companion.copy_(saved["weight"])
+            return True
+        """,
+        "copy_ into the argument itself: the caller hands over a destination to fill",
+    ),
+    Valid(
+        """
+        import torch
+        def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
+            coords -= heat.mean()
+            return coords
+        def predict(heat: torch.Tensor):
+            coords = heat.argmax(-1).float()
+            preds = refine(coords, heat)
+            return preds * 2
+        """,
+        "mutate-and-return, and the caller never reads what it passed again",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        def export(model: nn.Module):
+            w = model.weight.data
+            w.mul_(127).round_()
+            return w.to(torch.int8)
+        def save(model: nn.Module, path: str):
+            q = export(model)
+            torch.save(q, path)
+        """,
+        "the model is not used after the export that consumed its weights",
+    ),
+    Valid(
+        """
+        import torch
+        def apply_boxes(boxes, transform: torch.Tensor):
+            before = boxes.clone()
+            out = boxes.transform_boxes_(transform)
+            return out, before
+        """,
+        "`transform_boxes_` is no torch.Tensor method: a trailing underscore is only a naming habit",
+    ),
+    Valid(
+        """
+        import torch
+        class Bleu:
+            def _count(self, references, candidates, numerators: torch.Tensor) -> tuple[int, int]:
+                for refs, cand in zip(references, candidates):
+                    for i in range(1, 5):
+                        numerators[i] += overlap(refs, cand, i)
+                return len(candidates), len(references)
+        """,
+        "the method never reads `numerators`, it only adds into it: an output the caller handed over to be filled",
+    ),
+    Valid(
+        """
+        import torch
+        from mmengine.model import BaseModule
+        class CrossCorrelationLoss(BaseModule):
+            def forward(self, c: torch.Tensor) -> torch.Tensor:
+                return torch.diagonal(c).add_(-1).pow_(2).sum()
+        """,
+        "a module's forward (its base comes from another package): its input is RC204's to judge",
+    ),
+    Valid(
+        """
+        import torch
+        def cost_and_grad(log_probs: torch.Tensor, grads: torch.Tensor | None, labels: torch.Tensor) -> torch.Tensor:
+            if grads is not None:
+                grads *= 0.0
+                grads[:, labels] -= log_probs.softmax(-1)[:, labels]
+            return -log_probs.gather(1, labels[:, None]).sum()
+        """,
+        "the first thing done with `grads` is to clear it: a buffer the caller hands over to be filled",
+    ),
+    Valid(
+        """
+        import torch
+        def compressed_allreduce(buffer: torch.Tensor, worker_error: torch.Tensor) -> torch.Tensor:
+            buffer = buffer + worker_error
+            worker_error.set_(buffer - buffer.sign())
+            return buffer.sign()
+        """,
+        "`set_` swaps the storage of the caller's tensor object: the error-feedback state is updated on purpose",
+    ),
+)
 
 
 class InplaceOnArgument(Rule):
@@ -48,7 +233,9 @@ class InplaceOnArgument(Rule):
     it changes the caller's data behind its back, and if autograd saved that tensor the
     caller's `backward()` fails. Not reported: functions meant to mutate (a trailing `_`,
     `init_*`/`reset_*`/`update_*`, `out=`-style parameters, `torch.no_grad()`) or that
-    return the argument or only a number about it; outputs to fill (only written, or
+    return the argument or only a number about it; writes through a dtype conversion that
+    copies for the data the code is written for (`.float()` of pixels then scaled by 1/255,
+    `.to(torch.float64)`); outputs to fill (only written, or
     cleared first: `grads *= 0.0`); arguments every caller, in the file or (by the index)
     anywhere outside the tests, passes fresh or never reads again. `forward`'s input is RC204's.
 
@@ -78,153 +265,8 @@ class InplaceOnArgument(Rule):
     prefilter = ("def ",)
     recipes = ("input-mutation",)
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            def adam_step(p: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, lr: float):
-                exp_avg.mul_(0.9).add_(grad, alpha=0.1)
-                p.add_(exp_avg, alpha=-lr)
-                return exp_avg
-            def step(params, grads, states, lr: float):
-                for p, g, s in zip(params, grads, states):
-                    adam_step(p, g, s, lr)
-            """,
-            "every caller throws the result away: the function is called for what it writes",
-        ),
-        Valid(
-            """
-            import torch
-            def cutmix(x: torch.Tensor, lam: float) -> float:
-                if lam == 1.0:
-                    return 1.0
-                x[:, :, :8, :8] = x.flip(0)[:, :, :8, :8]
-                return lam
-            """,
-            "the result is a number about the batch it mixed in place",
-        ),
-        Valid(
-            """
-            import torch
-            def refine(z_low: torch.Tensor, z_mid: torch.Tensor) -> torch.Tensor:
-                z_low[z_mid > 0] = z_mid[z_mid > 0]
-                return z_low.mean()
-            def search(z: torch.Tensor, idx: torch.Tensor):
-                z_low = z[idx]
-                z_mid = z_low * 0.5
-                best = refine(z_low, z_mid)
-                return best
-            """,
-            "the caller passes a temporary of its own and never reads it again",
-        ),
-        Valid(
-            """
-            import torch
-            def normalize_(x: torch.Tensor) -> torch.Tensor:
-                x -= x.mean()
-                return x
-            """,
-            "the trailing underscore says it mutates",
-        ),
-        Valid(
-            """
-            import torch
-            def scatter(src: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-                out.copy_(src)
-                return out
-            """,
-            "an out= parameter",
-        ),
-        Valid(
-            """
-            import torch
-            def load_into(companion: torch.Tensor, saved: dict) -> bool:
-                companion.copy_(saved["weight"])
-                return True
-            """,
-            "copy_ into the argument itself: the caller hands over a destination to fill",
-        ),
-        Valid(
-            """
-            import torch
-            def refine(coords: torch.Tensor, heat: torch.Tensor) -> torch.Tensor:
-                coords -= heat.mean()
-                return coords
-            def predict(heat: torch.Tensor):
-                coords = heat.argmax(-1).float()
-                preds = refine(coords, heat)
-                return preds * 2
-            """,
-            "mutate-and-return, and the caller never reads what it passed again",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            def export(model: nn.Module):
-                w = model.weight.data
-                w.mul_(127).round_()
-                return w.to(torch.int8)
-            def save(model: nn.Module, path: str):
-                q = export(model)
-                torch.save(q, path)
-            """,
-            "the model is not used after the export that consumed its weights",
-        ),
-        Valid(
-            """
-            import torch
-            def apply_boxes(boxes, transform: torch.Tensor):
-                before = boxes.clone()
-                out = boxes.transform_boxes_(transform)
-                return out, before
-            """,
-            "`transform_boxes_` is no torch.Tensor method: a trailing underscore is only a naming habit",
-        ),
-        Valid(
-            """
-            import torch
-            class Bleu:
-                def _count(self, references, candidates, numerators: torch.Tensor) -> tuple[int, int]:
-                    for refs, cand in zip(references, candidates):
-                        for i in range(1, 5):
-                            numerators[i] += overlap(refs, cand, i)
-                    return len(candidates), len(references)
-            """,
-            "the method never reads `numerators`, it only adds into it: an output the caller handed over to be filled",
-        ),
-        Valid(
-            """
-            import torch
-            from mmengine.model import BaseModule
-            class CrossCorrelationLoss(BaseModule):
-                def forward(self, c: torch.Tensor) -> torch.Tensor:
-                    return torch.diagonal(c).add_(-1).pow_(2).sum()
-            """,
-            "a module's forward (its base comes from another package): its input is RC204's to judge",
-        ),
-        Valid(
-            """
-            import torch
-            def cost_and_grad(log_probs: torch.Tensor, grads: torch.Tensor | None, labels: torch.Tensor) -> torch.Tensor:
-                if grads is not None:
-                    grads *= 0.0
-                    grads[:, labels] -= log_probs.softmax(-1)[:, labels]
-                return -log_probs.gather(1, labels[:, None]).sum()
-            """,
-            "the first thing done with `grads` is to clear it: a buffer the caller hands over to be filled",
-        ),
-        Valid(
-            """
-            import torch
-            def compressed_allreduce(buffer: torch.Tensor, worker_error: torch.Tensor) -> torch.Tensor:
-                buffer = buffer + worker_error
-                worker_error.set_(buffer - buffer.sign())
-                return buffer.sign()
-            """,
-            "`set_` swaps the storage of the caller's tensor object: the error-feedback state is updated on purpose",
-        ),
-    )
+    VALID = _VALID
+
     INVALID = (
         Invalid(
             """
@@ -352,6 +394,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if owned[0] in reported:
             continue
+        if not write.target.certain and _converted_from_another_dtype(flow, write):
+            continue
         if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
             continue  # mutate-and-return: callers rebind what they get back
         arg = owned[0]
@@ -388,6 +432,25 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         )
         fix = out_of_place(write.stmt, lambda m: api.method_returns(m) == "tensor") if writer == arg else copy_at_binding(bind, write.target.kind is Kind.NDARRAY)
         yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
+
+
+# `.div_(255)`, `/= 255.0`, `.mul_(1 / 255)`: 8-bit pixel values scaled into [0, 1].
+_PIXEL_SCALING = re.compile(r"(\.div_\(\s*|/=\s*|\.mul_\(\s*1\.?0*\s*/\s*|\*=\s*1\.?0*\s*/\s*)255(\.0*)?\b")
+# A conversion to float64 (`.double()`, `.to(torch.float64)`, `dtype=torch.double`).
+_TO_FLOAT64 = re.compile(r"\.double\(\)|\bfloat64\b|\btorch\.double\b")
+
+
+def _converted_from_another_dtype(flow: FunctionFlow, write: Write) -> bool:
+    """The write goes through a dtype conversion that copies in every case the code is written
+    for: the converted tensor is scaled by 1/255 (the argument holds 8-bit pixels, and `.float()`
+    of a uint8 tensor is a new tensor), or the conversion is to float64 (activations and
+    pixels reach it in another dtype; rotary tables built in float64 are built, not passed).
+    The alias only exists when the conversion returns its input, which these never do."""
+    stmt = write.stmt or write.node
+    writer = name_of(write.target_node)
+    bind = last_bind(flow, writer, write.index) if writer else None
+    made = code_of(bind.expr) if bind is not None and bind.expr is not None else code_of(write.target_node)
+    return _PIXEL_SCALING.search(code_of(stmt)) is not None or _TO_FLOAT64.search(made) is not None
 
 
 def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:

@@ -11,7 +11,7 @@ from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Store
 from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of, on_every_path
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, names_in
+from review_copies.analysis.syntax import code_of, dotted, names_in
 
 
 def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
@@ -35,9 +35,26 @@ def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: 
             return event
     if owner:
         for call in calls_with(flow, owner):
-            if reaches(call) and not _only_reads(flow, call, owner) and not _owner_rebound(flow, owner, bind, call):
+            if reaches(call) and not _only_reads(flow, call, owner) and not _owner_rebound(flow, owner, bind, call) and not _a_conversion(flow, call):
                 return call
     return None
+
+
+# A callable whose name says it converts its argument into something else (`hf_to_te_fn`,
+# `convert_model`, `export`): it builds the other form and hands it back.
+_CONVERTER_NAME = re.compile(r"(^|_)(to|convert|converter|export|exporter)_|^(convert|export)", re.I)
+
+
+def _a_conversion(flow: FunctionFlow, call: Call) -> bool:
+    """`model_te = hf_to_te_fn(model)`: an unknown callable named for a conversion whose
+    result is kept under a new name. A converter builds the converted model and returns it;
+    a roundtrip test compares the original's state dict with what comes back, and nothing
+    changes the original under it."""
+    func = call.call.func
+    callee = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if not _CONVERTER_NAME.search(callee):
+        return False
+    return any(isinstance(e, Bind) and e.expr is call.call and not any(name_of(a.value) == e.name for a in call.call.args) for e in flow.events)
 
 
 def _owner_rebound(flow: FunctionFlow, owner: str, bind: Bind, call: Call) -> bool:
@@ -198,3 +215,104 @@ def owner_of(expr: cst.BaseExpression) -> str:
     if isinstance(expr, cst.Call) and expr.args:
         return owner_of(expr.args[0].value)
     return ""
+
+
+# Methods of a dict that change what it holds.
+_DICT_EDITS = ("pop", "update", "setdefault", "popitem")
+
+
+def written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
+    """A method of the class writes in place into the tensors kept in `attr`
+    (`for k, p in self.avg.items(): p.data.copy_(...)`, `self.avg[k].mul_(...)`), or edits
+    the dict itself (`self.attr[k] = q`, `self.attr.pop(k)`): a working dict the object
+    builds on, not a snapshot."""
+    scope = flow.scope
+    if scope is None or scope.class_node is None:
+        return False
+    found = False
+
+    def written(receiver: cst.BaseExpression, names: set[str]) -> bool:
+        while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+            receiver = receiver.value
+        if isinstance(receiver, cst.Name):
+            return receiver.value in names
+        return isinstance(receiver, cst.Subscript) and dotted(receiver.value) == attr
+
+    class Find(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.names: list[set[str]] = [set()]
+
+        def visit_For(self, node: cst.For) -> None:
+            source = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
+            kept = dotted(source) == attr
+            self.names.append(self.names[-1] | (names_in(node.target) if kept else set()))
+
+        def leave_For(self, original_node: cst.For) -> None:
+            self.names.pop()
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and api.is_inplace_method(func.attr.value) and written(func.value, self.names[-1]):
+                found = True
+            if isinstance(func, cst.Attribute) and func.attr.value in _DICT_EDITS and dotted(func.value) == attr:
+                found = True
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal found
+            target = node.target
+            if isinstance(target, cst.Subscript) and dotted(target.value) == attr:
+                found = True
+
+    scope.class_node.visit(Find())
+    return found
+
+
+def handed_to_a_fresh_owner(flow: FunctionFlow, bind: Bind) -> bool:
+    """Every read of the attribute in the class loads it into the object it was taken from,
+    after that method has built the object anew (`self.opt = Adam(...)`, then
+    `self.opt.load_state_dict(self.opt_state)`), or tests it against None: the object whose
+    tensors it references is dropped before anything reads them, so nothing changes them
+    under it (Fish's inner optimizer carried from one `update` to the next)."""
+    scope = flow.scope
+    owner = owner_of(bind.expr) if bind.expr is not None else ""
+    if scope is None or scope.class_node is None or not owner.startswith("self."):
+        return False
+    attr, line_of = bind.name, flow.file.line_of
+    loads = 0
+
+    class Method(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.built: list[int] = []
+            self.loads: list[int] = []
+            self.reads = 0
+            self.allowed = 0
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if dotted(node.target) == owner:
+                self.built.append(line_of(node))
+            if dotted(node.target) == attr:
+                self.allowed += 1  # a store, not a read
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if dotted(node) == attr:
+                self.reads += 1
+
+        def visit_Comparison(self, node: cst.Comparison) -> None:
+            if dotted(node.left) == attr and all(isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in node.comparisons):
+                self.allowed += 1
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and dotted(func.value) == owner and len(node.args) == 1 and dotted(node.args[0].value) == attr:
+                self.loads.append(line_of(node))
+
+    for stmt in scope.class_node.body.body:
+        if not isinstance(stmt, cst.FunctionDef):
+            continue
+        method = Method()
+        stmt.visit(method)
+        if method.reads != method.allowed + len(method.loads) or any(not any(b < line for b in method.built) for line in method.loads):
+            return False
+        loads += len(method.loads)
+    return loads > 0

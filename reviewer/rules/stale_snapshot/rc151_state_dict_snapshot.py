@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -11,11 +12,20 @@ from review_copies.analysis.guesses import SNAPSHOT_NAME
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, dotted, names_in, receiver_of, short_code
+from review_copies.analysis.syntax import call_method_name, dotted, receiver_of, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.stale_snapshot.helpers import changes_after, copy_module, entry_replaced, owner_of, read_after, written_through_entries
+from review_copies.rules.stale_snapshot.helpers import (
+    changes_after,
+    copy_module,
+    entry_replaced,
+    handed_to_a_fresh_owner,
+    owner_of,
+    read_after,
+    written_through_elsewhere,
+    written_through_entries,
+)
 
 _VALID = (
     Valid(
@@ -249,6 +259,39 @@ _VALID = (
         """,
         "the state is only ever loaded into the inner optimizer built anew: the optimizer it came from never steps again",
     ),
+    Valid(
+        """
+        import torch
+        class ConversionTests:
+            def test_roundtrip(self):
+                model_hf = self.get_reference_model()
+                original_state_dict = model_hf.state_dict()
+                hf_to_te_fn = self.get_hf_to_te_converter()
+                te_to_hf_fn = self.get_te_to_hf_converter()
+                model_te = hf_to_te_fn(model_hf)
+                converted_state_dict = te_to_hf_fn(model_te).state_dict()
+                for key in original_state_dict:
+                    torch.testing.assert_close(original_state_dict[key], converted_state_dict[key])
+        """,
+        "a converter builds the converted model and returns it (bionemo's roundtrip tests): nothing changes the original's tensors",
+    ),
+    Valid(
+        """
+        import torch
+        class PolicyWorker:
+            def prepare_weights_for_ipc(self):
+                self._held_state_dict_reference = self.model.state_dict()
+                return [(name, t.numel() * t.element_size()) for name, t in self._held_state_dict_reference.items()]
+
+            def ipc_handles(self, keys):
+                return {k: self._held_state_dict_reference[k].to(torch.bfloat16) for k in keys}
+
+            def train(self, batch):
+                self.model(batch).sum().backward()
+                self.optimizer.step()
+        """,
+        "the attribute is named a reference: it keeps the live weights on purpose, to stream the current ones (NeMo-RL)",
+    ),
 )
 
 
@@ -284,6 +327,11 @@ class StateDictSnapshot(Rule):
     ## Fix safety
     Safe: the deep copy holds the values at that moment; the message says when
     `import copy` must be added.
+
+    ## Known problems
+    An unknown function named for a conversion (`hf_to_te_fn(model)`, `convert_*`,
+    `export_*`) whose result is kept is taken to build a new model and leave the original
+    alone; an attribute named `..._reference` is taken to keep the live tensors on purpose.
     """
 
     code = "RC151"
@@ -374,11 +422,13 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
             else "`state_dict()` returns references to the live tensors, not copies"
         )
         if bind.name.startswith("self."):
-            if _written_through_elsewhere(flow, bind.name):
+            if _REFERENCE_NAME.search(bind.name):
+                continue  # `self._held_state_dict_reference`: the name says it keeps the live tensors, not their values
+            if written_through_elsewhere(flow, bind.name):
                 continue  # a handle on the live tensors: another method writes through it on purpose
             if _replaced_in_this_call(flow, bind):
                 continue  # `self.sd = m.state_dict()` then `self.sd = {k: v.clone() ...}`: the copy is what is kept
-            if _handed_to_a_fresh_owner(flow, bind):
+            if handed_to_a_fresh_owner(flow, bind):
                 continue  # loaded only into the owner built anew: the tensors it references are handed over
             # Kept on the object: training between calls changes it under the snapshot.
             message = (
@@ -405,6 +455,11 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
         yield Hit(bind.node, message, fix, anchors=(read.node,))
 
 
+# An attribute named a reference to what it holds (NeMo-RL's `_held_sharded_state_dict_reference`,
+# kept to stream the current weights to an inference engine): the author says it is not a copy.
+_REFERENCE_NAME = re.compile(r"_references?$")
+
+
 def _replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
     """Later in the same call, on every path on from the bind, the attribute is set again to
     something that holds no live references (its items cloned): the references never outlive
@@ -425,107 +480,6 @@ def _through(node: cst.BaseExpression) -> str:
             node = node.value
         else:
             return dotted(node)
-
-
-# Methods of a dict that change what it holds.
-_DICT_EDITS = ("pop", "update", "setdefault", "popitem")
-
-
-def _written_through_elsewhere(flow: FunctionFlow, attr: str) -> bool:
-    """A method of the class writes in place into the tensors kept in `attr`
-    (`for k, p in self.avg.items(): p.data.copy_(...)`, `self.avg[k].mul_(...)`), or edits
-    the dict itself (`self.attr[k] = q`, `self.attr.pop(k)`): a working dict the object
-    builds on, not a snapshot."""
-    scope = flow.scope
-    if scope is None or scope.class_node is None:
-        return False
-    found = False
-
-    def written(receiver: cst.BaseExpression, names: set[str]) -> bool:
-        while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
-            receiver = receiver.value
-        if isinstance(receiver, cst.Name):
-            return receiver.value in names
-        return isinstance(receiver, cst.Subscript) and dotted(receiver.value) == attr
-
-    class Find(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.names: list[set[str]] = [set()]
-
-        def visit_For(self, node: cst.For) -> None:
-            source = node.iter.func.value if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) else node.iter
-            kept = dotted(source) == attr
-            self.names.append(self.names[-1] | (names_in(node.target) if kept else set()))
-
-        def leave_For(self, original_node: cst.For) -> None:
-            self.names.pop()
-
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            func = node.func
-            if isinstance(func, cst.Attribute) and api.is_inplace_method(func.attr.value) and written(func.value, self.names[-1]):
-                found = True
-            if isinstance(func, cst.Attribute) and func.attr.value in _DICT_EDITS and dotted(func.value) == attr:
-                found = True
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            nonlocal found
-            target = node.target
-            if isinstance(target, cst.Subscript) and dotted(target.value) == attr:
-                found = True
-
-    scope.class_node.visit(Find())
-    return found
-
-
-def _handed_to_a_fresh_owner(flow: FunctionFlow, bind: Bind) -> bool:
-    """Every read of the attribute in the class loads it into the object it was taken from,
-    after that method has built the object anew (`self.opt = Adam(...)`, then
-    `self.opt.load_state_dict(self.opt_state)`), or tests it against None: the object whose
-    tensors it references is dropped before anything reads them, so nothing changes them
-    under it (Fish's inner optimizer carried from one `update` to the next)."""
-    scope = flow.scope
-    owner = owner_of(bind.expr) if bind.expr is not None else ""
-    if scope is None or scope.class_node is None or not owner.startswith("self."):
-        return False
-    attr, line_of = bind.name, flow.file.line_of
-    loads = 0
-
-    class Method(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.built: list[int] = []
-            self.loads: list[int] = []
-            self.reads = 0
-            self.allowed = 0
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            if dotted(node.target) == owner:
-                self.built.append(line_of(node))
-            if dotted(node.target) == attr:
-                self.allowed += 1  # a store, not a read
-
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if dotted(node) == attr:
-                self.reads += 1
-
-        def visit_Comparison(self, node: cst.Comparison) -> None:
-            if dotted(node.left) == attr and all(isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in node.comparisons):
-                self.allowed += 1
-
-        def visit_Call(self, node: cst.Call) -> None:
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and dotted(func.value) == owner and len(node.args) == 1 and dotted(node.args[0].value) == attr:
-                self.loads.append(line_of(node))
-
-    for stmt in scope.class_node.body.body:
-        if not isinstance(stmt, cst.FunctionDef):
-            continue
-        method = Method()
-        stmt.visit(method)
-        if method.reads != method.allowed + len(method.loads) or any(not any(b < line for b in method.built) for line in method.loads):
-            return False
-        loads += len(method.loads)
-    return loads > 0
 
 
 def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
