@@ -144,6 +144,7 @@ def test_zero(make, params: bool):
     else:
         td_set = td0
     td_set.zero_()
+    total = td_set.sum()
     {check}
 """
 
@@ -160,6 +161,29 @@ def test_a_test_that_writes_through_an_alias_and_asserts_on_the_original_checks_
         assert len(found("m.py", check)) == 1, check
     # The original fed to the code under test is read as if it still held its values.
     assert len(found("test/test_methods.py", "assert make.apply(td0).sum() > 0")) == 1
+
+
+def test_a_write_through_an_alias_never_read_again_is_meant_for_what_it_aliases() -> None:
+    # GPTQModel's AWQ: `weight_view = weight_abs.reshape(rows, -1, g)`, `weight_view.div_(...)`,
+    # then only `weight_abs` is read. A write into a name nobody reads again can only be
+    # for the tensor it shares memory with: normalising in groups through a view, on purpose.
+    source = """
+import torch
+
+
+def mean_of_normalised(layers, group: int):
+    total = 0
+    for layer in layers:
+        weight_abs = layer.weight.detach().abs()
+        weight_view = weight_abs.reshape(weight_abs.shape[0], -1, group)
+        {write}
+        total = total + weight_abs.sum(dim=0)
+    return total
+"""
+    assert _messages(source.format(write="weight_view.div_(weight_view.amax(dim=2, keepdim=True) + 1e-6)"), "RC106") == []
+    # Read again afterwards, the view is a name of its own the author expected to change alone.
+    [message] = _messages(source.format(write="weight_view.div_(weight_view.amax(dim=2, keepdim=True) + 1e-6)\n        total = total + weight_view.mean()"), "RC106")
+    assert "weight_abs" in message
 
 
 REGISTERED = """

@@ -10,7 +10,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.parse import is_test_path
-from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs
+from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, reads_after
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
@@ -53,6 +53,8 @@ class WriteThroughAlias(Rule):
                         continue  # `v = out` then `v = v.narrow(...)` in a loop: what reaches the write is the view
                     if pair.holder_bind is not None and _a_new_buffer(pair.holder_bind.expr) and _a_region(write, pair.writer_bind):
                         continue  # `out = torch.zeros(...)`, filled block by block through `out.reshape(...)[i] = v`
+                    if pair.writer and not reads_after(flow, write, pair.writer, write.target.roots):
+                        continue  # the alias is never read again: the write is meant for what it aliases (AWQ normalises through a grouped view)
                     if is_test_path(flow.file.path) and pair.reads and all(checks_the_write(read) for read in pair.reads):
                         continue  # `td_set = td0`, `td_set.zero_()`, `assert (td0 == 0).all()`: the test checks the write reached it
                     fix = write_fix(write, pair.writer_bind, write.target.kind is Kind.NDARRAY)

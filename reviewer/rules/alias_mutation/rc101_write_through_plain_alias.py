@@ -39,6 +39,11 @@ class WriteThroughPlainAlias(WriteThroughAlias):
     ## Fix safety
     The fix copies at the assignment (`.clone()`), so `a` keeps its values; the sandbox
     checks that the written name computes the same values as before.
+
+    ## Known problems
+    Not reported when the name written through is never read again: the write can then only
+    be meant for the tensor it shares memory with (normalising a tensor in groups through a
+    reshaped view of it).
     """
 
     code = "RC101"

@@ -39,6 +39,8 @@ _VALID = (
     Valid(
         """
         import torch
+        def make_pixels(generator: torch.Generator) -> torch.Tensor:
+            return torch.randint(0, 256, (1, 3, 22, 32, 32), generator=generator, dtype=torch.uint8)
         def normalize_pixels(pixels: torch.Tensor, device: torch.device) -> torch.Tensor:
             video = pixels.to(device=device, dtype=torch.float32).div_(255.0)
             mean = torch.tensor((0.485, 0.456, 0.406), device=device).view(1, -1, 1, 1)
@@ -48,7 +50,7 @@ _VALID = (
             actual = model.encode(pixels)
             return expected, actual
         """,
-        "scaled by 1/255: the argument holds 8-bit pixels, which the float conversion copies (FastVideo's parity test)",
+        "scaled by 1/255 in a file that makes uint8 pixels: the float conversion copies them (FastVideo's parity test); fed float images, the same code is the bug",
     ),
     Valid(
         """
@@ -234,8 +236,8 @@ class InplaceOnArgument(Rule):
     caller's `backward()` fails. Not reported: functions meant to mutate (a trailing `_`,
     `init_*`/`reset_*`/`update_*`, `out=`-style parameters, `torch.no_grad()`) or that
     return the argument or only a number about it; writes through a dtype conversion that
-    copies for the data the code is written for (`.float()` of pixels then scaled by 1/255,
-    `.to(torch.float64)`); outputs to fill (only written, or
+    copies for the data the code is written for (`.float()` of pixels then scaled by 1/255
+    where the file makes uint8 data, `.to(torch.float64)`); outputs to fill (only written, or
     cleared first: `grads *= 0.0`); arguments every caller, in the file or (by the index)
     anywhere outside the tests, passes fresh or never reads again. `forward`'s input is RC204's.
 
@@ -436,21 +438,25 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
 
 # `.div_(255)`, `/= 255.0`, `.mul_(1 / 255)`: 8-bit pixel values scaled into [0, 1].
 _PIXEL_SCALING = re.compile(r"(\.div_\(\s*|/=\s*|\.mul_\(\s*1\.?0*\s*/\s*|\*=\s*1\.?0*\s*/\s*)255(\.0*)?\b")
+# The file makes 8-bit data (`dtype=torch.uint8`, `.byte()`, `np.uint8`).
+_UINT8 = re.compile(r"\buint8\b|\.byte\(\)")
 # A conversion to float64 (`.double()`, `.to(torch.float64)`, `dtype=torch.double`).
 _TO_FLOAT64 = re.compile(r"\.double\(\)|\bfloat64\b|\btorch\.double\b")
 
 
 def _converted_from_another_dtype(flow: FunctionFlow, write: Write) -> bool:
     """The write goes through a dtype conversion that copies in every case the code is written
-    for: the converted tensor is scaled by 1/255 (the argument holds 8-bit pixels, and `.float()`
-    of a uint8 tensor is a new tensor), or the conversion is to float64 (activations and
-    pixels reach it in another dtype; rotary tables built in float64 are built, not passed).
-    The alias only exists when the conversion returns its input, which these never do."""
+    for: the converted tensor is scaled by 1/255 in a file that makes 8-bit data (the argument
+    holds uint8 pixels, and `.float()` of those is a new tensor; the same code fed float
+    images is the bug), or the conversion is to float64 (activations and pixels reach it in
+    another dtype; rotary tables built in float64 are built, not passed). The alias only
+    exists when the conversion returns its input, which these never do."""
     stmt = write.stmt or write.node
     writer = name_of(write.target_node)
     bind = last_bind(flow, writer, write.index) if writer else None
     made = code_of(bind.expr) if bind is not None and bind.expr is not None else code_of(write.target_node)
-    return _PIXEL_SCALING.search(code_of(stmt)) is not None or _TO_FLOAT64.search(made) is not None
+    pixels = _PIXEL_SCALING.search(code_of(stmt)) is not None and _UINT8.search(flow.file.text) is not None
+    return pixels or _TO_FLOAT64.search(made) is not None
 
 
 def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:

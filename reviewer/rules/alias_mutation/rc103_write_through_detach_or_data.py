@@ -36,6 +36,11 @@ class WriteThroughDetachOrData(WriteThroughAlias):
 
     ## Fix safety
     The fix copies at the assignment; the original then keeps its values.
+
+    ## Known problems
+    Not reported when the name written through is never read again: the write can then only
+    be meant for the tensor it shares memory with (normalising a tensor in groups through a
+    reshaped view of it).
     """
 
     code = "RC103"

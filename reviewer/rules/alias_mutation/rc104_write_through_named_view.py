@@ -47,6 +47,11 @@ class WriteThroughNamedView(WriteThroughAlias):
     The fix copies the view; the base keeps its values. Writes into a freshly allocated
     buffer through its views (filling it by parts), or into any tensor the function made
     itself, are not reported: only views of state held elsewhere.
+
+    ## Known problems
+    Not reported when the name written through is never read again: the write can then only
+    be meant for the tensor it shares memory with (normalising a tensor in groups through a
+    reshaped view of it).
     """
 
     code = "RC104"

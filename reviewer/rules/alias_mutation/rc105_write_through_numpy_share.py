@@ -43,6 +43,11 @@ class WriteThroughNumpyShare(WriteThroughAlias):
 
     ## Fix safety
     The fix copies at the conversion (`.clone()` / `.copy()`); the other side keeps its values.
+
+    ## Known problems
+    Not reported when the name written through is never read again: the write can then only
+    be meant for the tensor it shares memory with (normalising a tensor in groups through a
+    reshaped view of it).
     """
 
     code = "RC105"

@@ -43,6 +43,11 @@ class WriteThroughConversionSelf(WriteThroughAlias):
     ## Fix safety
     The fix always copies (`copy=True`, or `.clone()`), so the original keeps its values
     whatever its dtype, device or layout.
+
+    ## Known problems
+    Not reported when the name written through is never read again: the write can then only
+    be meant for the tensor it shares memory with (normalising a tensor in groups through a
+    reshaped view of it).
     """
 
     code = "RC106"

@@ -56,6 +56,23 @@ class ShallowCopySnapshot(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            def load_buffers(sub: nn.Module, tensors: dict, device: torch.device) -> int:
+                t_bufs = dict(sub.named_buffers())
+                loaded = 0
+                for name, source in tensors.items():
+                    target = t_bufs.get(name)
+                    if target is None:
+                        continue
+                    target.copy_(source.to(dtype=target.dtype))
+                    loaded += 1
+                return loaded + len([n for n in t_bufs if t_bufs.get(n) is not None])
+            """,
+            "the map of the module's live buffers is what the checkpoint is loaded through (GPTQModel)",
+        ),
+        Valid(
+            """
+            import torch
             def f(states: list):
                 before = [s.detach().clone() for s in states]
                 for s in states:
@@ -167,7 +184,9 @@ def _of_new_tensors(expr: cst.BaseExpression) -> bool:
 
 def _taken_from(flow: FunctionFlow, write: Write, copy: str) -> bool:
     """Is the write made through an element of the copy itself (`cur = parts[rank]`,
-    `parts[0].zero_()`)? Then the list holds views on purpose, to be written through."""
+    `parts[0].zero_()`, `buf = bufs.get(name)`)? Then the container holds the live tensors
+    on purpose, to be written through (GPTQModel loads a checkpoint into a submodule's
+    `dict(named_buffers())` entries)."""
     target = write.target_node
     while isinstance(target, (cst.Subscript, cst.Call, cst.Attribute)):
         if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and target.value.value == copy:
@@ -175,7 +194,12 @@ def _taken_from(flow: FunctionFlow, write: Write, copy: str) -> bool:
         target = target.value if not isinstance(target, cst.Call) else target.func
     writer = name_of(target) if isinstance(target, cst.Name) else ""
     bind = last_bind(flow, writer, write.index) if writer and writer != copy else None
-    return bind is not None and bind.expr is not None and isinstance(bind.expr, cst.Subscript) and name_of(bind.expr.value) == copy
+    if bind is None or bind.expr is None:
+        return False
+    entry = bind.expr
+    if isinstance(entry, cst.Subscript):
+        return name_of(entry.value) == copy
+    return isinstance(entry, cst.Call) and call_method_name(entry) == "get" and name_of(receiver_of(entry)) == copy
 
 
 def _shallow_fix(expr: cst.BaseExpression, kind: Kind) -> tuple[cst.CSTNode, cst.CSTNode] | None:
