@@ -95,10 +95,21 @@ class Assignments(Context):
         for element in target.slice:
             if isinstance(element.slice, cst.Index):
                 self.ev(element.slice.value)
+        if base.kind is Kind.TENSOR and self._puts_back(target, expr):
+            base = base.but(kind=Kind.LIST)  # `h = hs[-1]` ... `hs[-1] = h`: a no-op on a tensor, so `hs` is a list of them
         if base.kind in (Kind.TENSOR, Kind.NDARRAY):
             self.emit(Write, target, target=base, target_node=target.value, op="[...] =", source=value)
         elif base.kind in (Kind.DICT, Kind.LIST, Kind.STATE_DICT, Kind.UNKNOWN):
             self.emit(Store, target, container=dotted(target.value) or code_of(target.value), container_value=base, value=value, how="setitem", value_node=expr)
+
+    def _puts_back(self, target: cst.Subscript, expr: cst.BaseExpression | None) -> bool:
+        """The value assigned is a name last bound to this very item (`h = hs[-1]`, then
+        `hs[-1] = h`): nobody writes a tensor's slice onto itself, so the container is a
+        Python list or dict whose entry is put back (VGen's `encode_ms`)."""
+        if not isinstance(expr, cst.Name):
+            return False
+        bind = next((e for e in reversed(self.flow.events) if isinstance(e, Bind) and e.name == expr.value), None)
+        return bind is not None and bind.expr is not None and code_of(bind.expr) == code_of(target)
 
     def aug_assign(self, stmt: cst.AugAssign) -> None:
         added = self.ev(stmt.value)

@@ -21,6 +21,25 @@ _VALID = (
         """
         import torch
         from torch import nn
+        class AutoencoderKL(nn.Module):
+            def __init__(self, encoder: nn.Module):
+                super().__init__()
+                self.encoder = encoder
+                self.quant_conv = nn.Conv2d(8, 8, 1)
+
+            def encode_ms(self, x):
+                hs = self.encoder(x, True)
+                h = hs[-1]
+                moments = self.quant_conv(h)
+                hs[-1] = h
+                return hs, moments
+        """,
+        "`h = hs[-1]` put back as `hs[-1] = h`: a no-op on a tensor, so `hs` is the encoder's list of features (VGen)",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
         class Tracer(nn.Module):
             def __init__(self, n: int, d: int):
                 super().__init__()

@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.syntax import dotted, short_code
+from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import new_and_unshared
@@ -36,6 +37,11 @@ class CloneOfTemporary(Rule):
 
     ## Fix safety
     Safe: the values, dtype, device, layout and gradient flow are the same.
+
+    ## Known problems
+    The output of a module that is not one of torch's (`model(x).clone()`) is left: its
+    forward may return a view of a larger tensor (a class token `x[:, 0]`), which the clone
+    makes compact and contiguous. A full reduction (`x.sum().clone()`) is left too.
     """
 
     code = "RC341"
@@ -46,6 +52,19 @@ class CloneOfTemporary(Rule):
     recipes = ("copy-bytes",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            @torch.no_grad()
+            def extract_features(model, data_loader):
+                for samples, index in data_loader:
+                    feats = model(samples.cuda(non_blocking=True)).clone()
+                    feats_all = torch.empty(dist.get_world_size(), feats.size(0), feats.size(1), dtype=feats.dtype, device=feats.device)
+                    dist.all_gather(list(feats_all.unbind(0)), feats)
+            """,
+            "a repository's model may return a view (DINO's `x[:, 0]`): the clone makes it contiguous for `all_gather`",
+        ),
         Valid(
             """
             import torch
@@ -159,6 +178,8 @@ class CloneOfTemporary(Rule):
             node = event.receiver_node
             if _full_reduction(node):
                 continue  # `mask.sum().clone()`: a 0-d tensor, whose copy costs nothing worth a change
+            if _output_of_own_module(flow, node):
+                continue  # DINO's `model(samples).clone()`: the model returns `x[:, 0]`, and the clone makes it compact and contiguous
             message = (
                 f"`{short_code(node)}` is already a new tensor that nothing else refers to; `.clone()` copies it a second time "
                 "(more time and peak memory, same result). Drop the `.clone()`."
@@ -182,6 +203,16 @@ def _full_reduction(node: cst.BaseExpression) -> bool:
     positional = [a for a in node.args if a.keyword is None]
     keywords = {a.keyword.value for a in node.args if a.keyword is not None}
     return not ({"dim", "axis", "keepdim"} & keywords) and len(positional) == (0 if method else 1)
+
+
+def _output_of_own_module(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
+    """`model(x)` for a module that is not one of torch's: its forward may hand back a view
+    of a larger tensor it made (the class token `x[:, 0]`, a slice of a padded output), and
+    cloning that is what makes it compact and contiguous (for `all_gather`, for keeping it)."""
+    if not isinstance(node, cst.Call):
+        return False
+    callee = flow.value(node.func)
+    return callee.kind is Kind.MODULE and not callee.op
 
 
 def _is_whole_value(event: Call) -> bool:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Call, FunctionFlow, Write
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Use, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
-from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.aliasing import name_of, on_every_path
 from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, dotted, receiver_of, short_code
@@ -292,6 +292,21 @@ _VALID = (
         """,
         "the attribute is named a reference: it keeps the live weights on purpose, to stream the current ones (NeMo-RL)",
     ),
+    Valid(
+        """
+        import torch
+        def train(model, loader, optimizer, rank: int, world: int):
+            ema = model.state_dict()
+            ema = type(ema)([(k, ema[k].data.clone()) for k in list(ema.keys())[rank::world]])
+            for x in loader:
+                model(x).sum().backward()
+                optimizer.step()
+                for k, v in ema.items():
+                    v.copy_(0.999 * v + 0.001 * model.state_dict()[k])
+            return ema
+        """,
+        "the name is bound again at once to clones of the entries (VGen's EMA): what training later reads is the copy",
+    ),
 )
 
 
@@ -447,6 +462,8 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
         read = read_after(flow, bind.name, change, roots)
         if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
             continue
+        if _rebound_to_copies(flow, bind, read):
+            continue  # `ema = m.state_dict()`, then `ema = type(ema)((k, ema[k].clone()) ...)`: the read sees the copies
         message = (
             f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
             f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
@@ -458,6 +475,16 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
 # An attribute named a reference to what it holds (NeMo-RL's `_held_sharded_state_dict_reference`,
 # kept to stream the current weights to an inference engine): the author says it is not a copy.
 _REFERENCE_NAME = re.compile(r"_references?$")
+
+
+def _rebound_to_copies(flow: FunctionFlow, bind: Bind, read: Use) -> bool:
+    """On every path from the snapshot to the read, the name is bound again to something that
+    holds no live references (VGen's `ema = type(ema)([(k, ema[k].data.clone()) ...])` on the
+    next line): what is read is the copy, whatever training does in between."""
+    return any(
+        isinstance(e, Bind) and e.name == bind.name and bind.index < e.index < read.index and e.expr is not None and not _state_dict_refs(e.value) and on_every_path(e, bind, read)
+        for e in flow.events
+    )
 
 
 def _replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
