@@ -126,7 +126,7 @@ def analyze_file(
     `changes` (from `analysis.change`) says what the change did to each function; `index`
     is the repository's (`index.RepoIndex`), handed to the rules."""
     analysis = FileAnalysis(file)
-    functions = [s for s in file.scopes if s.kind in ("function", "method")]
+    functions = [s for s in file.scopes if s.kind in ("function", "method") and not _a_triton_kernel(file, s)]
     if lines is None:
         wanted = functions
         module_body = True
@@ -156,6 +156,21 @@ def analyze_file(
         flow.change = (changes or {}).get(flow.name)
         flow.index = index
     return flows
+
+
+def _a_triton_kernel(file: ParsedFile, scope: Scope) -> bool:
+    """`@triton.jit` (or `autotune`, `heuristics`, or `jit` imported from triton): the
+    function is a kernel, whose tensor arguments are pointers. `g += bos * H` moves a pointer
+    and `tl.store` writes through one; nothing in it has torch's copy semantics."""
+    node = scope.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    for decorator in node.decorators:
+        expr = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        name = dotted(expr)
+        if name and any(q == "triton" or q.startswith("triton.") for q in file.imports.resolve(name)):
+            return True
+    return False
 
 
 def _as_seen_from_methods(value: Value, params: frozenset[str]) -> Value:

@@ -72,6 +72,33 @@ class ChangeWritesArgument(Rule):
         Valid(
             """
             import torch
+            import triton
+            import triton.language as tl
+            @triton.heuristics({"USE_G": lambda args: args["g"] is not None})
+            @triton.jit(do_not_specialize=["T"])
+            def bwd_kernel_dq(q, g, dq, T, H: tl.constexpr, K: tl.constexpr):
+                i_t, i_bh = tl.program_id(0), tl.program_id(1)
+                q += i_bh * T * K
+                dq += i_bh * T * K
+                g += i_bh * T
+                b_q = tl.load(q + i_t * K + tl.arange(0, K))
+                tl.store(dq + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_t))
+            """,
+            "a Triton kernel: its arguments are pointers, and `dq += offset` moves one (flash-linear-attention)",
+            before="""
+            import torch
+            import triton
+            import triton.language as tl
+            @triton.jit
+            def bwd_kernel_dq(q, g, dq, T, H: tl.constexpr, K: tl.constexpr):
+                i_t, i_bh = tl.program_id(0), tl.program_id(1)
+                b_q = tl.load(q + i_bh * T * K + i_t * K + tl.arange(0, K))
+                tl.store(dq + i_bh * T * K + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_bh * T + i_t))
+            """,
+        ),
+        Valid(
+            """
+            import torch
             def downsample(coords: torch.Tensor, stride: torch.Tensor):
                 coords = coords.clone()
                 coords[:, :3] = coords[:, :3] // stride * stride
