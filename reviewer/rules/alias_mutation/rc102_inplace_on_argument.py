@@ -9,6 +9,7 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Use, Write
+from review_copies.analysis.guesses import COMMENT
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import last_bind, name_of, reads_layout_only
 from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_pass_sequences, callers_rebind, fresh_at_every_call_site, handed_over, returns_argument
@@ -272,6 +273,44 @@ class InplaceOnArgument(Rule):
     INVALID = (
         Invalid(
             """
+            import numpy as np
+            import torch
+            class BasePredictor:
+                def preprocess(self, im):
+                    if not isinstance(im, torch.Tensor):
+                        im = torch.from_numpy(np.ascontiguousarray(np.stack(im)))
+                    img = im.to(self.device)
+                    img = img.half() if self.model.fp16 else img.float()  # uint8 to fp16/32
+                    img /= 255  # 0 - 255 to 0.0 - 1.0
+                    return img
+
+                def stream_inference(self, batch):
+                    path, im0s = batch
+                    im = self.preprocess(im0s)
+                    return self.postprocess(self.model(im), im, im0s)
+            """,
+            line=9,
+            fix="""
+            import numpy as np
+            import torch
+            class BasePredictor:
+                def preprocess(self, im):
+                    if not isinstance(im, torch.Tensor):
+                        im = torch.from_numpy(np.ascontiguousarray(np.stack(im)))
+                    img = im.to(self.device)
+                    img = (img.half() if self.model.fp16 else img.float()).clone()  # uint8 to fp16/32
+                    img /= 255  # 0 - 255 to 0.0 - 1.0
+                    return img
+
+                def stream_inference(self, batch):
+                    path, im0s = batch
+                    im = self.preprocess(im0s)
+                    return self.postprocess(self.model(im), im, im0s)
+            """,
+            note="only a comment says uint8: a float tensor on the device comes back from `.to` and `.float()` as itself, and the caller's batch is divided (ultralytics in FastSAM)",
+        ),
+        Invalid(
+            """
             import torch
             from transformers import PreTrainedModel
             class QA(PreTrainedModel):
@@ -455,7 +494,9 @@ def _converted_from_another_dtype(flow: FunctionFlow, write: Write) -> bool:
     writer = name_of(write.target_node)
     bind = last_bind(flow, writer, write.index) if writer else None
     made = code_of(bind.expr) if bind is not None and bind.expr is not None else code_of(write.target_node)
-    pixels = _PIXEL_SCALING.search(code_of(stmt)) is not None and _UINT8.search(flow.file.text) is not None
+    # (In code, not comments: `.float()  # uint8 to fp16/32` is what the author assumes of the
+    # input, and a float tensor handed in is the bug.)
+    pixels = _PIXEL_SCALING.search(code_of(stmt)) is not None and _UINT8.search(COMMENT.sub("", flow.file.text)) is not None
     return pixels or _TO_FLOAT64.search(made) is not None
 
 
