@@ -110,9 +110,16 @@ def through(flow: FunctionFlow, write: Write, name: str) -> bool:
     return bind is not None and bind.expr is not None and re.search(rf"\b{re.escape(name)}\b", code_of(bind.expr)) is not None
 
 
-def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str]) -> Use | None:
+def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str], taken: Bind | None = None) -> Use | None:
+    """The first read of `name` that sees the change. With `taken` (the snapshot's binding), a
+    read earlier in the loop body than the change is reached only on the next iteration, and
+    when the snapshot is taken again at the top of every iteration before it, that read sees
+    the new snapshot (ai-toolkit's `module_dict = lora_module.state_dict()` per LoRA module)."""
     rebound: list[Bind] = []
+    retaken = taken is not None and taken_every_iteration(flow, taken)
     for event in flow.after(change):
+        if retaken and taken is not None and isinstance(event, Use) and event.name == name and taken.index < event.index < change.index:
+            continue
         if isinstance(event, Bind) and event.name == name and event.index > change.index and not event.exclusive_with(change):
             rebound.append(event)
         if isinstance(event, Use) and event.name == name and any(on_every_path(b, change, event) for b in rebound):

@@ -307,6 +307,24 @@ _VALID = (
         """,
         "the name is bound again at once to clones of the entries (VGen's EMA): what training later reads is the copy",
     ),
+    Valid(
+        """
+        import math
+        import torch
+        from torch import nn
+        class InstantLoRA(nn.Module):
+            def __init__(self, lora_modules: list):
+                super().__init__()
+                self.weight_mapping, self.mids = [], []
+                for idx, lora_module in enumerate(lora_modules):
+                    module_dict = lora_module.state_dict()
+                    down_shape = list(module_dict["lora_down.weight"].shape)
+                    up_shape = list(module_dict["lora_up.weight"].shape)
+                    self.weight_mapping.append([idx, math.prod(down_shape) + math.prod(up_shape)])
+                    self.mids.append(InstantLoRAMidModule(idx, lora_module, self, up_shape=up_shape))
+        """,
+        "taken again at the top of every iteration: the next read sees the next module's dict (ai-toolkit)",
+    ),
 )
 
 
@@ -459,7 +477,7 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
         change = changes_after(flow, bind, roots, owner)
         if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name) or written_through_entries(flow, bind.name, change):
             continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
-        read = read_after(flow, bind.name, change, roots)
+        read = read_after(flow, bind.name, change, roots, bind)
         if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
             continue
         if _rebound_to_copies(flow, bind, read):

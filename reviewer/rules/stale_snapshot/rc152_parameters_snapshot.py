@@ -119,7 +119,7 @@ class ParametersSnapshot(Rule):
             change = changes_after(flow, bind, held, owner_of(bind.expr))
             if change is None:
                 continue
-            read = read_after(flow, bind.name, change, held)
+            read = read_after(flow, bind.name, change, held, bind)
             if read is None:
                 continue
             message = (

@@ -158,7 +158,7 @@ class ShallowCopySnapshot(Rule):
             change = next((w for w in flow.after(bind) if isinstance(w, Write) and overlaps(w.target.roots, roots) and name_of(w.target_node) != bind.name), None)
             if change is None or _taken_from(flow, change, bind.name):
                 continue
-            read = read_after(flow, bind.name, change, roots)
+            read = read_after(flow, bind.name, change, roots, bind)
             if read is None:
                 continue
             message = (
