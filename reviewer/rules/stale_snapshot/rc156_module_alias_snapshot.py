@@ -10,7 +10,7 @@ from review_copies.analysis.events import Bind, Call, FunctionFlow, Use
 from review_copies.analysis.guesses import MODULE_COPY_NAME
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import dotted_expr
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -53,6 +53,21 @@ class ModuleAliasSnapshot(Rule):
     recipes = ("snapshot",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            class WanS2V:
+                @staticmethod
+                def _get_parameter(module: torch.nn.Module, name: str):
+                    target = module
+                    for part in name.split(".")[:-1]:
+                        target = getattr(target, part, None)
+                        if target is None:
+                            return None
+                    return getattr(target, name.split(".")[-1], None)
+            """,
+            "`target` walks from the module down to the one that owns the parameter: a cursor (SimpleTuner)",
+        ),
         Valid(
             """
             from torch import nn
@@ -151,6 +166,8 @@ class ModuleAliasSnapshot(Rule):
                 continue  # `if share: tgt = src` / `else: tgt = nn.Embedding(...)`: sharing is the choice made
             if _wrapper_takes_its_place(flow, bind):
                 continue  # `lora.frozen_W = child; setattr(parent, name, lora)`: the wrapper holds what it wraps
+            if _a_cursor(flow, bind):
+                continue  # `target = module`, then `target = getattr(target, part)` in a loop: a walk down the tree
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -176,6 +193,16 @@ def _chosen_over_a_new_one(flow: FunctionFlow, bind: Bind) -> bool:
     return any(
         other.name == bind.name and isinstance(other.expr, cst.Call) and other.value.kind is Kind.MODULE and other.exclusive_with(bind)
         for other in flow.of(Bind)
+    )
+
+
+def _a_cursor(flow: FunctionFlow, bind: Bind) -> bool:
+    """In a loop after it, the name is bound again to something reached from itself (`target
+    = getattr(target, part)`, `m = m.module`): it walks from the module to a submodule or
+    attribute, a cursor, not a copy kept beside the module."""
+    return any(
+        isinstance(e, Bind) and e.name == bind.name and e.index > bind.index and e.loops and e.expr is not None and bind.name in names_in(e.expr)
+        for e in flow.events
     )
 
 
