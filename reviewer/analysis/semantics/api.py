@@ -249,3 +249,18 @@ TENSOR_TRANSFORMS = frozenset(
     for v in ("", "v2.")
     for name in ("ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize", "ToImage", "ToDtype", "ToPureTensor")
 )
+
+
+# Ops that return two separate new tensors, the second of them indices or a second statistic
+# (`values, indices = x.topk(k)`): unpacked, the names share nothing.
+PAIR_RESULTS = frozenset("topk sort max min kthvalue mode median nanmedian cummax cummin aminmax std_mean var_mean frexp slogdet".split())
+# Of those, the ones whose second tensor is int64 indices.
+INDEX_PAIR_RESULTS = frozenset("topk sort max min kthvalue mode median nanmedian cummax cummin".split())
+# NumPy's random draws and where their `size` goes positionally: with no size they return one
+# number (`2 ** np.random.uniform(a, b)` is a float, not an array).
+NUMPY_RANDOM_SIZE_AT = {
+    "uniform": 2, "normal": 2, "randint": 2, "beta": 2, "binomial": 2, "gamma": 2, "laplace": 2, "lognormal": 2, "logistic": 2, "gumbel": 2,
+    "exponential": 1, "poisson": 1, "choice": 1, "chisquare": 1, "geometric": 1,
+    "rand": 0, "randn": 0, "random": 0, "random_sample": 0, "ranf": 0, "sample": 0, "standard_normal": 0,
+}
+

@@ -77,8 +77,12 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
             return _tensor_function(cx, node, short, args, kwargs)
         if returns == "tuple":
             element = _tensor_function(cx, node, short, args, kwargs).but(fresh=False)
-            return Value(kind=Kind.TUPLE, grad=Tri.NO, element=element, roots=cx.new_root(node, "list"), fresh=True)
+            return Value(kind=Kind.TUPLE, grad=Tri.NO, element=element, roots=cx.new_root(node, "list"), fresh=True, items=pair_items(cx, node, short, element))
         return OTHER if returns == "other" else UNKNOWN
+    if qual.startswith("numpy.random.") and short in api.NUMPY_RANDOM_SIZE_AT:
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if not any(a.keyword is not None and a.keyword.value == "size" for a in node.args) and len(positional) <= api.NUMPY_RANDOM_SIZE_AT[short]:
+            return SCALAR  # one draw: a number
     if qual.startswith("numpy."):
         if short in ("asarray", "asanyarray") and first.kind in (Kind.TENSOR, Kind.NDARRAY):
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=first.roots, certain=False, via="numpy", device=Device.CPU)
@@ -179,6 +183,17 @@ def _tensor_function(cx: Context, node: cst.Call, short: str, args: tuple[Value,
     if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
         result = cx.with_save(result, cx.save(result, node, f"`{short}`", result.attached))
     return result
+
+
+def pair_items(cx: Context, node: cst.Call, name: str, element: Value) -> tuple[Value, ...] | None:
+    """`values, indices = x.topk(k)`: two new tensors, each with its own memory (the indices
+    int64), when the op is one that returns such a pair; None for the others."""
+    if name not in api.PAIR_RESULTS or element.kind is not Kind.TENSOR:
+        return None
+    second = element.but(roots=cx.new_root(node), fresh=False)
+    if name in api.INDEX_PAIR_RESULTS:
+        second = second.but(dtype="int64", grad=Tri.NO)
+    return (element.but(roots=cx.new_root(node), fresh=False), second)
 
 
 def saves_of(cx: Context, node: cst.CSTNode, short: str, first: Value, second: Value) -> list[int | None]:

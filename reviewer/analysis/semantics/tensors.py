@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
-from review_copies.analysis.semantics.functions import saves_of
+from review_copies.analysis.semantics.functions import pair_items, saves_of
 from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, sliced_inside, transposed
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
@@ -84,7 +84,7 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     saves = saves_of(cx, node, method, recv, args[0] if args else UNKNOWN)
     result = cx.tensor(node, recv, *args, *kwargs.values(), origin=origin, saves=saves)
     if returns == "tuple":
-        return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=cx.new_root(node, "list"), fresh=True)
+        return Value(kind=Kind.TUPLE, grad=Tri.NO, element=result.but(fresh=False), roots=cx.new_root(node, "list"), fresh=True, items=pair_items(cx, node, method, result))
     if method in api.SAVES_OUTPUT and result.grad is not Tri.NO:
         result = cx.with_save(result, cx.save(result, node, f"`.{method}()`", result.attached))
     return result

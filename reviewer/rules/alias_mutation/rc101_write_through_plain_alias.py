@@ -55,6 +55,37 @@ class WriteThroughPlainAlias(WriteThroughAlias):
         Valid(
             """
             import torch
+            def softmax_w_top(similarity: torch.Tensor, top_k: int) -> torch.Tensor:
+                values, indices = torch.topk(similarity, k=top_k, dim=1)
+                x_exp = values.exp_()
+                x_exp /= torch.sum(x_exp, dim=1, keepdim=True)
+                return torch.zeros_like(similarity).scatter_(1, indices, x_exp)
+            """,
+            "`topk` returns two new tensors: the values written are not the indices read (XMem's memory readout in ProPainter)",
+        ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            class FlowAugmentor:
+                def spatial_transform(self, img1, img2):
+                    ht, wd = img1.shape[:2]
+                    min_scale = np.maximum(8 / float(ht), 8 / float(wd))
+                    scale = 2 ** np.random.uniform(self.min_scale, self.max_scale)
+                    scale_x = scale
+                    scale_y = scale
+                    if np.random.rand() < self.stretch_prob:
+                        scale_x *= 2 ** np.random.uniform(-self.max_stretch, self.max_stretch)
+                        scale_y *= 2 ** np.random.uniform(-self.max_stretch, self.max_stretch)
+                    scale_x = np.clip(scale_x, min_scale, None)
+                    scale_y = np.clip(scale_y, min_scale, None)
+                    return scale_x, scale_y
+            """,
+            "one draw of `np.random.uniform` is a float: `*=` rebinds it (RAFT's augmentor in ProPainter)",
+        ),
+        Valid(
+            """
+            import torch
             def gather(shards, shape, dims: int):
                 out = torch.empty(shape)
                 for offsets, sizes, t in shards:
