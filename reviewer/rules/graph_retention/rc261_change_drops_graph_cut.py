@@ -10,7 +10,7 @@ import libcst as cst
 from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Store
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.syntax import code_of, short_code
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -63,6 +63,35 @@ class ChangeDropsGraphCut(Rule):
     follows_change = True
 
     VALID = (
+        Valid(
+            """
+            import torch
+            class DinoLoss:
+                def __init__(self):
+                    self.losses = {}
+                def __call__(self, pred, target):
+                    dino_loss = torch.nn.functional.mse_loss(pred, target)
+                    if "dinov3" not in self.losses:
+                        self.losses["dinov3"] = dino_loss.detach()
+                    else:
+                        self.losses["dinov3"] = self.losses["dinov3"] + dino_loss.detach()
+                    return dino_loss
+            """,
+            "`.item()` became `.detach()` to keep the sum on the device: the graph is still cut (ai-toolkit)",
+            before="""
+            import torch
+            class DinoLoss:
+                def __init__(self):
+                    self.losses = {}
+                def __call__(self, pred, target):
+                    dino_loss = torch.nn.functional.mse_loss(pred, target)
+                    if "dinov3" not in self.losses:
+                        self.losses["dinov3"] = dino_loss.item()
+                    else:
+                        self.losses["dinov3"] += dino_loss.item()
+                    return dino_loss
+            """,
+        ),
         Valid(
             """
             import torch
@@ -222,8 +251,8 @@ class ChangeDropsGraphCut(Rule):
             if kept is None:
                 continue
             value = event.args[0] if isinstance(event, Call) else event.value  # type: ignore[attr-defined]
-            if value.kind not in (Kind.TENSOR, Kind.UNKNOWN):
-                continue
+            if value.kind not in (Kind.TENSOR, Kind.UNKNOWN) or value.grad is Tri.NO:
+                continue  # (`.item()` swapped for `.detach()`: the graph is cut still, on the device)
             reported.add(event.line)
             stmt = event.stmt or event.node
             if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):  # a cache filled once
