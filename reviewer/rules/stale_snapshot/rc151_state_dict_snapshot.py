@@ -495,24 +495,23 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
 _REFERENCE_NAME = re.compile(r"_references?$")
 
 
+def _later_copies(flow: FunctionFlow, bind: Bind) -> Iterator[Bind]:
+    """Later bindings of the snapshot's name to something that holds no live references
+    (its items cloned)."""
+    return (e for e in flow.of(Bind) if e.name == bind.name and e.index > bind.index and e.expr is not None and not _state_dict_refs(e.value))
+
+
 def _rebound_to_copies(flow: FunctionFlow, bind: Bind, read: Use) -> bool:
-    """On every path from the snapshot to the read, the name is bound again to something that
-    holds no live references (VGen's `ema = type(ema)([(k, ema[k].data.clone()) ...])` on the
-    next line): what is read is the copy, whatever training does in between."""
-    return any(
-        isinstance(e, Bind) and e.name == bind.name and bind.index < e.index < read.index and e.expr is not None and not _state_dict_refs(e.value) and on_every_path(e, bind, read)
-        for e in flow.events
-    )
+    """On every path from the snapshot to the read, the name is bound again to such a copy
+    (VGen's `ema = type(ema)([(k, ema[k].data.clone()) ...])` on the next line): what is read
+    is the copy, whatever training does in between."""
+    return any(e.index < read.index and on_every_path(e, bind, read) for e in _later_copies(flow, bind))
 
 
 def _replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
     """Later in the same call, on every path on from the bind, the attribute is set again to
-    something that holds no live references (its items cloned): the references never outlive
-    the call."""
-    return any(
-        isinstance(e, Bind) and e.name == bind.name and e.index > bind.index and e.expr is not None and not _state_dict_refs(e.value) and bind.arms[: len(e.arms)] == e.arms
-        for e in flow.events
-    )
+    such a copy: the references never outlive the call."""
+    return any(bind.arms[: len(e.arms)] == e.arms for e in _later_copies(flow, bind))
 
 
 def _through(node: cst.BaseExpression) -> str:
