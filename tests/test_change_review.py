@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from review_copies.analysis.change import compare
 from review_copies.analysis.parse import parse
 from review_copies.index.facts import file_facts
@@ -1329,3 +1331,53 @@ def test_a_tests_cases_run_against_a_transformed_copy_may_write_their_arguments(
     repo.commit("alias cases")
     assert _whole_file(repo, tmp_path, "tests/test_aliases.py") == []
     assert _whole_file(repo, tmp_path, "aliases.py") == [("RC102", 6), ("RC102", 11)]
+
+
+INCEPTION = """
+import torch
+from torch import nn
+
+
+class InceptionV3(nn.Module):
+    def __init__(self, blocks, requires_grad=False):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        for param in self.parameters():
+            param.requires_grad = requires_grad
+
+    def forward(self, x):
+        return [self.conv(x)]
+"""
+
+SCORE = """
+import torch
+from inception import InceptionV3
+
+
+def activations(batches, model):
+    return [model(batch)[0][:, :, 0, 0].cpu().numpy() for batch in batches]
+
+
+def statistics(batches, cuda):
+    model = InceptionV3([3])
+    if cuda:
+        model = model.cuda()
+    return activations(batches, model)
+"""
+
+
+@pytest.mark.parametrize(("freeze", "expected"), [("requires_grad=False", []), ("requires_grad=True", ["RC321"]), ("requires_grad_()", ["RC321"])])
+def test_a_module_whose_constructor_freezes_its_parameters_gives_outputs_numpy_takes(repo: Repo, tmp_path: Path, freeze: str, expected: list[str]) -> None:
+    # pytorch-fid's InceptionV3 turns grad off for every parameter: what the caller's loop
+    # converts with `.cpu().numpy()` holds no graph. A class that leaves grad on (by default,
+    # or through `requires_grad_()` with no argument) makes the same conversion raise.
+    inception = _dedent(INCEPTION)
+    if freeze == "requires_grad=True":
+        inception = inception.replace("requires_grad=False):", "requires_grad=True):")
+    elif freeze == "requires_grad_()":
+        inception = inception.replace("param.requires_grad = requires_grad", "param.requires_grad_()")
+    repo.write("inception.py", inception)
+    repo.write("score.py", _dedent(SCORE))
+    repo.commit("fid score")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "--fail-on", "none", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert [f["rule"] for f in result.json["findings"] if f["path"] == "score.py"] == expected

@@ -20,6 +20,10 @@ from review_copies.analysis.values import Kind
 
 # Numbers, not tensors: `lr`, `eps`, `total += loss.item()` (every rule through the dataflow).
 SCALAR_NAME = re.compile(r"^(lr|eps|alpha|beta|gamma|momentum|scale|factor|weight_decay|decay|temperature|tau|total|count|n|k|step|steps|epoch|i|j|t)$")
+# Counts and sizes, numbers in every codebase (`in_channels`, `hidden_size`, `num_heads`):
+# `in_channels += base_chn` rebinds a number (RC112 leaves such a parameter alone when
+# nothing else says what it holds).
+COUNT_NAME = re.compile(r"^(num|n)_[a-z]\w*$|^\w*_(channels|chans|chn|dim|size)$|^(in|out|hidden)_features$|^(channels|dim|width|height)$")
 # Names that are called like modules in training code (`model(x)`, `net(x)`, `D(fake)`).
 MODEL_NAME = re.compile(r"^(model|net|network|module|encoder|decoder|backbone|critic|generator|discriminator|policy|actor|G|D|teacher|student|classifier)(_\w+)?$|(_model|_net)$")
 OPTIMIZER_NAME = re.compile(r"(^|_)(opt|optim|optimizer|optimiser)(_|\d|$)", re.I)

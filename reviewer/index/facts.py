@@ -99,6 +99,42 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
     }
 
 
+def freezes_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a constructor's own statements (not under an `if`) turn off grad for every
+    parameter of the module it builds: `for p in self.parameters(): p.requires_grad = False`
+    (pytorch-fid's InceptionV3 sets it from a parameter `requires_grad=False` by default) or
+    `self.requires_grad_(False)`. An instance's output then holds a graph only through its
+    input."""
+    defaults = _false_defaults(init)
+
+    def off(value: ast.expr | None) -> bool:  # `requires_grad_()` with no argument turns grad on
+        return (isinstance(value, ast.Constant) and value.value is False) or (isinstance(value, ast.Name) and value.id in defaults)
+
+    for stmt in init.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            if _dotted(call.func) == "self.requires_grad_" and off(call.args[0] if call.args else None):
+                return True
+        if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Call) and _dotted(stmt.iter.func) == "self.parameters" and not stmt.iter.args:
+            each = stmt.target.id
+            for inner in stmt.body:
+                if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and _dotted(inner.targets[0]) == f"{each}.requires_grad" and off(inner.value):
+                    return True
+                each_call = inner.value if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) else None
+                if each_call is not None and _dotted(each_call.func) == f"{each}.requires_grad_" and off(each_call.args[0] if each_call.args else None):
+                    return True
+    return False
+
+
+def _false_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """Parameters whose default is `False` and that nothing in the function rebinds."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults)) + [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return frozenset(a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value is False and a.arg not in rebound)
+
+
 def _method_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
     """A method's facts; `static`: a `@staticmethod`, whose first parameter is no `self`
     (a call `self.top_k(logits)` passes `logits` for it)."""
@@ -547,7 +583,9 @@ def file_facts(text: str) -> Facts:
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}}
+            init = next((m for m in defs if m.name == "__init__"), None)
+            frozen = init is not None and freezes_parameters(init)
+            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen}
             for m in defs:
                 calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules, annotated_arrays(m)))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

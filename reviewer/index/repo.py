@@ -26,7 +26,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 28
+INDEX_VERSION = 29
 
 
 @dataclass(frozen=True)
@@ -339,6 +339,13 @@ class RepoIndex:
             text = self._text(path)
             found = found or bool(text and reference.search(text))
         return found
+
+    def builds_frozen(self, cls: str) -> bool:
+        """Whether every class named `cls` in the repository turns off grad for all its
+        parameters in its constructor (`for p in self.parameters(): p.requires_grad =
+        False`), and there is one: its output holds a graph only through its input."""
+        infos = [info for path in self.paths_mentioning(f"class {cls}") if (info := (self.facts(path) or {}).get("classes", {}).get(cls)) is not None]
+        return bool(infos) and all(info.get("frozen") for info in infos)
 
     def method_returns_no_graph(self, cls: str, method: str) -> bool | None:
         """Whether `cls.method` runs with autograd off by its decorator or returns only

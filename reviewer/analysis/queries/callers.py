@@ -53,12 +53,15 @@ def position_of(scope: Scope, arg: str) -> int | None:
 
 def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
     """Each call of this function in the file, with what it passes for `arg`."""
-    scope = flow.scope
+    return passed_in(flow.file, flow.scope, arg)
+
+
+def passed_in(file: ParsedFile, scope: Scope | None, arg: str) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return []
     position = position_of(scope, arg)
     out = []
-    for call in own_call_sites(flow.file, flow.scope):
+    for call in own_call_sites(file, scope):
         value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == arg), None)
         if value is None and position is not None:
             given = [a for a in call.args if a.keyword is None and a.star != "**"]

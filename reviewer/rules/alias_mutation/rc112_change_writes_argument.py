@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.guesses import COUNT_NAME
 from review_copies.analysis.queries.intent import declares_mutation, is_mutating_function, registered_op, state_like
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
@@ -57,7 +58,8 @@ class ChangeWritesArgument(Rule):
     module's `forward` (its input written in place is RC204's), nor a function every call
     of which in the repository passes something its caller never reads again (the index
     says; a library's users outside the repository are not seen, so a function no code
-    here calls is still reported).
+    here calls is still reported). A parameter named for a count or a size (`in_channels`,
+    `num_heads`, `hidden_size`) that nothing else says is a tensor is taken for a number.
     """
 
     code = "RC112"
@@ -94,6 +96,27 @@ class ChangeWritesArgument(Rule):
                 i_t, i_bh = tl.program_id(0), tl.program_id(1)
                 b_q = tl.load(q + i_bh * T * K + i_t * K + tl.arange(0, K))
                 tl.store(dq + i_bh * T * K + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_bh * T + i_t))
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class UNet(nn.Module):
+                def __init__(self, in_channels, model_channels, lq_size=256):
+                    super().__init__()
+                    base_chn = 3 if lq_size == 256 else 16
+                    in_channels += base_chn
+                    self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
+            """,
+            "`in_channels` is a channel count: `+=` rebinds a number (ResShift's UNet)",
+            before="""
+            import torch
+            from torch import nn
+            class UNet(nn.Module):
+                def __init__(self, in_channels, model_channels, lq_size=256):
+                    super().__init__()
+                    self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
             """,
         ),
         Valid(
@@ -236,7 +259,8 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
     kinds = {name: value.kind for name, value in flow.params.items()}
 
     def tensorish(name: str) -> bool:
-        return kinds.get(name, Kind.UNKNOWN) in (Kind.TENSOR, Kind.NDARRAY, Kind.UNKNOWN)
+        kind = kinds.get(name, Kind.UNKNOWN)
+        return kind in (Kind.TENSOR, Kind.NDARRAY) or (kind is Kind.UNKNOWN and not COUNT_NAME.search(name))
 
     class Find(cst.CSTVisitor):
         def __init__(self) -> None:

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.events import Bind, Call, Event, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
+from review_copies.analysis.queries.handed import classes_bound, classes_handed
 from review_copies.analysis.rewrite import chain, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, receiver_of
@@ -175,6 +176,37 @@ _VALID = (
     Valid(
         """
         import torch
+        from torch import nn
+        class FeatureNet(nn.Module):
+            def __init__(self, requires_grad=False):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 8, 3)
+                for param in self.parameters():
+                    param.requires_grad = requires_grad
+            def forward(self, x):
+                return [self.conv(x)]
+        def activations(batches, model, pca=None):
+            scores = []
+            for batch in batches:
+                pred = model(batch)[0]
+                if pca is not None:
+                    pred = pca.transform(pred.cpu()[:, :, 0, 0])
+                    scores.append(pred)
+                else:
+                    scores.append(pred[:, :, 0, 0].cpu().numpy())
+            return scores
+        def statistics(batches, cuda):
+            model = FeatureNet()
+            if cuda:
+                model.cuda()
+            return activations(batches, model)
+        """,
+        "the only caller hands over a module whose constructor turns grad off for all its parameters (pytorch-fid's InceptionV3); "
+        "the `pca` arm's `pred` never reaches the `else` arm: the loop binds it anew first",
+    ),
+    Valid(
+        """
+        import torch
         def segment(model, frames: torch.Tensor, is_cuda: bool):
             device = "cuda" if is_cuda else "cpu"
             with torch.no_grad():
@@ -201,7 +233,9 @@ class NumpyOnGradOrGpuTensor(Rule):
     convert cuda:0 device type tensor to numpy". Code that only ever ran on CPU under
     `no_grad` breaks the day it trains or moves to a GPU. What a function or method that the
     repository defines under `@torch.no_grad()` returns (`actor.select_action(obs)`) carries
-    no graph, whatever module it was called on.
+    no graph, whatever module it was called on; nor does the output of a module built
+    from a repository class whose constructor turns grad off for all its parameters
+    (pytorch-fid's `InceptionV3`), here or by every caller that hands it over.
 
     ## Example
     ```python
@@ -311,19 +345,19 @@ class NumpyOnGradOrGpuTensor(Rule):
             if event.method == "numpy" and event.receiver is not None and event.receiver.is_tensor:
                 if any(a.keyword is not None and a.keyword.value == "force" for a in event.call.args):
                     continue
-                value = _without_grad_off_graph(flow, event.receiver, receiver_of(event.call), event.index)
+                value = _without_grad_off_graph(flow, event.receiver, receiver_of(event.call), event)
                 problem = _problem(value, code_of(receiver_of(event.call)))
                 if problem:
                     yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)), claims=_claims(value))
             elif event.is_any(("numpy.asarray", "numpy.array", "numpy.asanyarray")) and event.args and event.args[0].is_tensor:
                 arg = event.call.args[0].value
-                value = _without_grad_off_graph(flow, event.args[0], arg, event.index)
+                value = _without_grad_off_graph(flow, event.args[0], arg, event)
                 problem = _problem(value, code_of(arg))
                 if problem:
                     yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")), claims=_claims(value))
 
 
-def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, before: int) -> Value:
+def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, use: Event) -> Value:
     """The tensor as the repository knows it: what a method or function defined under
     `@torch.no_grad()` returned (`actor.select_action(obs).cpu()`, or a name bound to it), or
     one that returns only values that can carry none (`x.new_zeros(n, dtype=torch.long)`),
@@ -336,21 +370,69 @@ def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpr
     tensor_methods = api.tensor_methods()
     for _ in range(8):
         if isinstance(expr, cst.Name):
-            bind = last_bind(flow, expr.value, before)
+            bind = _reaching_bind(flow, expr.value, use)
             if bind is None or bind.expr is None:
                 return value
-            expr, before = bind.expr, bind.index
+            expr, use = bind.expr, bind
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in tensor_methods:
             expr = expr.func.value  # `.squeeze(0)`, `.cpu()`, `.float()`: a graph passes through
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value  # `pred[:, :, 0, 0]`, `model(x)[0]`: so does indexing
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and _frozen_module(flow, expr.func, use.index):
+            return value.but(grad=Tri.MAYBE)  # its graph, if any, comes from its input
         elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
             name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
-            cls = _class_of(flow, expr.func.value, before) if isinstance(expr.func, cst.Attribute) else ""
+            cls = _class_of(flow, expr.func.value, use.index) if isinstance(expr.func, cst.Attribute) else ""
             known = flow.index.method_returns_no_graph(cls, name) if cls else None
             off = known if known is not None else flow.index.returns_no_graph(name)
             return value.but(grad=Tri.NO) if off else value
         else:
             return value
     return value
+
+
+def _reaching_bind(flow: FunctionFlow, name: str, use: Event) -> Bind | None:
+    """The binding of `name` that the use reads: the last one before it, but not one in the
+    other arm of an `if` around the use when the same iteration of the loop around both
+    binds the name first on every path (`pred = model(batch)[0]` at the top of the loop,
+    `pred = pca.transform(pred)` in the `if` arm, `pred.numpy()` in the `else` arm)."""
+    binds = [e for e in flow.events if isinstance(e, Bind) and e.name == name and e.index < use.index]
+    for i in range(len(binds) - 1, -1, -1):
+        bind = binds[i]
+        killed = any(k.loops == use.loops and set(k.arms) <= set(use.arms) for k in binds[:i])
+        if not (killed and _opposite_arms(flow, bind.line, use.line)):
+            return bind
+    return None
+
+
+def _opposite_arms(flow: FunctionFlow, one: int, other: int) -> bool:
+    """Whether the two lines sit in the two arms of one `if` of the function."""
+    if flow.scope is None:
+        return False
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            nonlocal found
+            if node.orelse is None:
+                return
+            (a, b), (c, d) = flow.file.span(node.body), flow.file.span(node.orelse)
+            found = found or (a <= one <= b and c <= other <= d) or (a <= other <= b and c <= one <= d)
+
+    flow.scope.node.visit(Find())
+    return found
+
+
+def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:
+    """Whether the module called is built, here or by every caller that hands it over (a few
+    calls up), from a class of the repository whose constructor turns off grad for all its
+    parameters (pytorch-fid's `InceptionV3`, built with `requires_grad=False`)."""
+    assert flow.index is not None
+    own = _class_of(flow, module, before)
+    classes = frozenset((own,)) if own else None
+    if classes is None and flow.scope is not None:
+        classes = classes_handed(flow.file, flow.scope, module.value) if module.value in flow.params else classes_bound(flow.scope, module.value)
+    return bool(classes) and all(flow.index.builds_frozen(c) for c in classes)
 
 
 def _class_of(flow: FunctionFlow, receiver: cst.BaseExpression, before: int) -> str:

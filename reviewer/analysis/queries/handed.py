@@ -1,0 +1,114 @@
+"""Which classes a module a function calls was built from: a local bound to `Cls(...)`,
+or a parameter every caller in the file fills with one (followed a few calls up). Rules
+ask the repository index what such a class does (RC321: a class whose constructor turns
+grad off for all its parameters)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from review_copies.analysis.parse import ParsedFile, Scope
+from review_copies.analysis.queries.callers import passed_in
+from review_copies.analysis.syntax import dotted
+
+# Calls on a module that hand back the same module (`InceptionV3(...).cuda().eval()`).
+_SAME_MODULE = frozenset(("to", "cuda", "cpu", "eval", "train", "float", "half", "double"))
+
+
+def classes_handed(file: ParsedFile, scope: Scope | None, arg: str, depth: int = 3) -> frozenset[str] | None:
+    """The classes whose instances the calls of this function in its file pass for `arg`:
+    each call hands over `Cls(...)`, or a name its function binds only so, or its own
+    parameter that its callers fill so in turn (followed `depth` calls up). None when some
+    call passes anything else, or there is no call."""
+    sites = passed_in(file, scope, arg)
+    if not sites or depth <= 0:
+        return None
+    found: set[str] = set()
+    for call, value in sites:
+        caller = file.innermost_scope(file.line_of(call), ("function", "method"))
+        built = _built(file, caller, value, depth)
+        if built is None:
+            return None
+        found |= built
+    return frozenset(found)
+
+
+def _built(file: ParsedFile, scope: Scope | None, value: cst.BaseExpression | None, depth: int) -> frozenset[str] | None:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_MODULE:
+        value = value.func.value
+    if isinstance(value, cst.Call):
+        cls = dotted(value.func).rpartition(".")[2]
+        return frozenset((cls,)) if cls[:1].isupper() else None
+    if not isinstance(value, cst.Name) or scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return None
+    params = scope.node.params
+    if any(p.name.value == value.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+        return classes_handed(file, scope, value.value, depth - 1)
+    return classes_bound(scope, value.value)
+
+
+def classes_bound(scope: Scope, name: str) -> frozenset[str] | None:
+    """The classes a local of the function is built as: every `name = Cls(...)` (or
+    `name = name.cuda()`, the same module); None when one binding is anything else."""
+    if not isinstance(scope.node, cst.FunctionDef):
+        return None
+    found: set[str] = set()
+    for bind in _own_assignments(scope.node, name):
+        bound = bind.value
+        while isinstance(bound, cst.Call) and isinstance(bound.func, cst.Attribute) and bound.func.attr.value in _SAME_MODULE:
+            bound = bound.func.value
+        if isinstance(bound, cst.Name) and bound.value == name:
+            continue
+        cls = dotted(bound.func).rpartition(".")[2] if isinstance(bound, cst.Call) else ""
+        if not cls[:1].isupper():
+            return None
+        found.add(cls)
+    return frozenset(found) or None
+
+
+def _own_assignments(fn: cst.FunctionDef, name: str) -> list[cst.Assign]:
+    """`name = ...` statements of the function itself (not of functions nested in it); any
+    other binding of the name (a loop, `with ... as`, a tuple) makes the list empty."""
+    found: list[cst.Assign] = []
+    other = False
+
+    class Find(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal other
+            for target in node.targets:
+                if isinstance(target.target, cst.Name) and target.target.value == name:
+                    found.append(node)
+                elif name in _bound(target.target):
+                    other = True
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            nonlocal other
+            other = other or (isinstance(node.target, cst.Name) and node.target.value == name)
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal other
+            other = other or name in _bound(node.target)
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            nonlocal other
+            other = other or name in _bound(node.name)
+
+    fn.visit(Find())
+    return [] if other else found
+
+
+def _bound(target: cst.BaseExpression) -> frozenset[str]:
+    """The plain names a target binds (`a`, `a, (b, *c)`); an attribute or a subscript binds none."""
+    if isinstance(target, cst.Name):
+        return frozenset((target.value,))
+    if isinstance(target, cst.StarredElement):
+        return _bound(target.value)
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return frozenset().union(*(_bound(e.value) for e in target.elements))
+    return frozenset()
