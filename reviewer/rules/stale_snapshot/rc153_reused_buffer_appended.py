@@ -44,6 +44,11 @@ class ReusedBufferAppended(Rule):
 
     ## Fix safety
     Safe: each entry becomes its own copy of the values at that iteration.
+
+    ## Known problems
+    A loop that writes and keeps only the row its own counter picks (`tokens[k, :n] = ...`,
+    `kept.append(tokens[k, a:n])`) is left alone: no later iteration writes that row. A row
+    picked by anything else (`tokens[k + 1]`, a counter the loop rebinds) is reported.
     """
 
     code = "RC153"
@@ -54,6 +59,20 @@ class ReusedBufferAppended(Rule):
     recipes = ("snapshot",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def continuation_tokens(input_tokens, context_lengths, total_len):
+                tokens = torch.zeros((len(input_tokens), total_len)).long()
+                cont_tokens = []
+                for k, t in enumerate(input_tokens):
+                    num_token = min(total_len, len(t))
+                    tokens[k, :num_token] = torch.tensor(t[-num_token:]).long()
+                    cont_tokens.append(tokens[k, context_lengths[k]:num_token])
+                return tokens, cont_tokens
+            """,
+            "each iteration writes and keeps its own row `tokens[k]`: no later iteration writes the rows kept before (opencompass's llama2 wrapper)",
+        ),
         Valid(
             """
             import torch
@@ -117,6 +136,29 @@ class ReusedBufferAppended(Rule):
                 return out
             """,
         ),
+        Invalid(
+            """
+            import torch
+            def prefixes(input_tokens, total_len):
+                tokens = torch.zeros((len(input_tokens), total_len)).long()
+                kept = []
+                for k, t in enumerate(input_tokens):
+                    tokens[k, :len(t)] = torch.tensor(t).long()
+                    kept.append(tokens[:, :len(t)])
+                return kept
+            """,
+            line=7,
+            fix="""
+            import torch
+            def prefixes(input_tokens, total_len):
+                tokens = torch.zeros((len(input_tokens), total_len)).long()
+                kept = []
+                for k, t in enumerate(input_tokens):
+                    tokens[k, :len(t)] = torch.tensor(t).long()
+                    kept.append(tokens[:, :len(t)].clone())
+                return kept
+            """,
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -129,7 +171,7 @@ class ReusedBufferAppended(Rule):
             if not stored or not _made_before(flow, stored, loop.start) or _same_entry_each_time(flow, store, loop):
                 continue
             writes = [w for w in flow.of(Write) if set(w.loops) & set(store.loops) and overlaps(w.target.roots, value.roots) and not deliberate_write(w)]
-            if not writes:
+            if not writes or _own_row_each_time(flow, store, writes, loop):
                 continue
             message = (
                 f"`{stored}` is one tensor made before the loop at line {loop.start} and rewritten in place every iteration "
@@ -151,6 +193,45 @@ def _same_entry_each_time(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
     if isinstance(key, (cst.SimpleString, cst.Integer)):
         return True
     return isinstance(key, cst.Name) and not any(b.name == key.value and loop.start <= b.line <= loop.end for b in flow.of(Bind))
+
+
+def _own_row_each_time(flow: FunctionFlow, store: Store, writes: list[Write], loop: Loop) -> bool:
+    """`tokens[k, :n] = ...` and `kept.append(tokens[k, a:n])` with `k` the loop's own counter:
+    each iteration writes and keeps a row of its own, which no later iteration writes."""
+    if not isinstance(loop.node, cst.For):
+        return False
+    counters = _bound(loop.node.target) - {b.name for b in flow.of(Bind) if loop.start < b.line <= loop.end}
+    row = _first_index(store.value_node)
+    return row is not None and row in counters and all(_first_index(_written(w)) == row for w in writes)
+
+
+def _written(write: Write) -> cst.BaseExpression | None:
+    """What the statement writes through: `tokens[k, :n]` of `tokens[k, :n] = v`, `buf[k] += v`
+    or `buf[k].copy_(v)`."""
+    stmt = write.stmt
+    if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1:
+        return stmt.targets[0].target
+    if isinstance(stmt, cst.AugAssign):
+        return stmt.target
+    if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call) and isinstance(stmt.value.func, cst.Attribute):
+        return stmt.value.func.value
+    return None
+
+
+def _first_index(node: cst.BaseExpression | None) -> str | None:
+    """`k` of `buf[k]` or `buf[k, :n]`: the name that picks the first dimension."""
+    if not isinstance(node, cst.Subscript) or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    first = node.slice[0].slice.value
+    return first.value if isinstance(first, cst.Name) else None
+
+
+def _bound(target: cst.BaseExpression) -> frozenset[str]:
+    if isinstance(target, cst.Name):
+        return frozenset((target.value,))
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return frozenset().union(*(_bound(e.value) for e in target.elements))
+    return frozenset()
 
 
 def _made_before(flow: FunctionFlow, name: str, line: int) -> bool:
