@@ -52,6 +52,13 @@ def is_mutating_function(flow: FunctionFlow) -> bool:
     return name.endswith(("_", "_init")) or name.startswith(MUTATING_FUNCTION_PREFIXES)
 
 
+def in_place_by_name(flow: FunctionFlow) -> bool:
+    """Named with a trailing underscore as torch's in-place methods are (`clamp_`,
+    `normalize_`), dunders aside: it writes what it is called on or given, by contract."""
+    name = flow.scope.name if flow.scope is not None else ""
+    return name.endswith("_") and not name.startswith("__")
+
+
 def optimizer_method(flow: FunctionFlow) -> bool:
     """A method of a class built on an optimizer (`class Adasum(torch.optim.Optimizer)`):
     updating the parameters it is handed, in `step` or in its helpers, is the class's job."""

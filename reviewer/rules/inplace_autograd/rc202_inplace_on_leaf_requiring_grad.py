@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Write
-from review_copies.analysis.queries.callers import called_grad_off_in_repository, reached_only_by_reference
-from review_copies.analysis.queries.intent import deliberate_write
+from review_copies.analysis.queries.callers import called_grad_off_in_repository, called_with_grad_in_file, reached_only_by_reference
+from review_copies.analysis.queries.intent import deliberate_write, in_place_by_name
 from review_copies.analysis.rewrite import no_grad_block
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Tri
@@ -43,6 +43,12 @@ class InplaceOnLeafRequiringGrad(Rule):
 
     ## Fix safety
     Safe: the same update under `torch.no_grad()`; `w` stays a leaf that requires grad.
+
+    ## Known problems
+    A method or function named with a trailing underscore (`light.clamp_(min=0.0)`) is
+    in place by the convention of `Tensor.clamp_`: like torch's own, it leaves turning
+    autograd off to its caller, so its writes are reported only when a call in its own file
+    runs it with autograd on; such a call in another file is not seen.
     """
 
     code = "RC202"
@@ -53,6 +59,18 @@ class InplaceOnLeafRequiringGrad(Rule):
     recipes = ("leaf-inplace",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            class EnvironmentLight(torch.nn.Module):
+                def __init__(self, base):
+                    super().__init__()
+                    self.base = torch.nn.Parameter(base.detach().clone(), requires_grad=True)
+                def clamp_(self, min=None, max=None):
+                    self.base.clamp_(min, max)
+            """,
+            "`clamp_` is in place by name, as `Tensor.clamp_` is: its caller turns autograd off (nvdiffrec clamps the light under `torch.no_grad()`)",
+        ),
         Valid(
             """
             import torch
@@ -218,7 +236,7 @@ class InplaceOnLeafRequiringGrad(Rule):
             key = (target.roots, write.loops)
             if key in reported:
                 continue  # the first failing write is the one to fix; the next would not run
-            if called_grad_off_in_repository(flow) or reached_only_by_reference(flow):
+            if _callers_turn_grad_off(flow) or called_grad_off_in_repository(flow) or reached_only_by_reference(flow):
                 break  # every caller turns autograd off, or no call says whether it does
             reported.add(key)
             what = short_code(write.stmt or write.node)
@@ -235,3 +253,10 @@ class InplaceOnLeafRequiringGrad(Rule):
         if torch_name is None or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             return None
         return line, no_grad_block(line, torch_name)
+
+
+def _callers_turn_grad_off(flow: FunctionFlow) -> bool:
+    """A function in place by name (`clamp_`), as torch's own are, leaves autograd to its
+    caller: unless a call in its own file runs it with autograd on, its callers are taken
+    to turn it off (nvdiffrec clamps its light under `torch.no_grad()` in another file)."""
+    return in_place_by_name(flow) and flow.scope is not None and not called_with_grad_in_file(flow.file, flow.scope)
