@@ -1366,16 +1366,22 @@ def statistics(batches, cuda):
 """
 
 
-@pytest.mark.parametrize(("freeze", "expected"), [("requires_grad=False", []), ("requires_grad=True", ["RC321"]), ("requires_grad_()", ["RC321"])])
+@pytest.mark.parametrize(
+    ("freeze", "expected"),
+    [("requires_grad=False", []), ("requires_grad=True", ["RC321"]), ("requires_grad_()", ["RC321"]), ("conv unfrozen", ["RC321"])],
+)
 def test_a_module_whose_constructor_freezes_its_parameters_gives_outputs_numpy_takes(repo: Repo, tmp_path: Path, freeze: str, expected: list[str]) -> None:
     # pytorch-fid's InceptionV3 turns grad off for every parameter: what the caller's loop
     # converts with `.cpu().numpy()` holds no graph. A class that leaves grad on (by default,
-    # or through `requires_grad_()` with no argument) makes the same conversion raise.
+    # through `requires_grad_()` with no argument, or for a layer it turns back on after
+    # freezing the rest) makes the same conversion raise.
     inception = _dedent(INCEPTION)
     if freeze == "requires_grad=True":
         inception = inception.replace("requires_grad=False):", "requires_grad=True):")
     elif freeze == "requires_grad_()":
         inception = inception.replace("param.requires_grad = requires_grad", "param.requires_grad_()")
+    elif freeze == "conv unfrozen":  # frozen, then one layer turned back on for fine-tuning
+        inception = inception.replace("param.requires_grad = requires_grad\n", "param.requires_grad = requires_grad\n        self.conv.requires_grad_(True)\n")
     repo.write("inception.py", inception)
     repo.write("score.py", _dedent(SCORE))
     repo.commit("fid score")

@@ -12,6 +12,7 @@ from typing import Any
 
 from review_copies.analysis.semantics import api
 from review_copies.index.arrays import an_array, annotated_arrays, record_binding
+from review_copies.index.frozen import freezes_parameters
 from review_copies.index.graphless import returns_no_graph
 
 Facts = dict[str, Any]
@@ -97,42 +98,6 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
         **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn),
     }
-
-
-def freezes_parameters(init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a constructor's own statements (not under an `if`) turn off grad for every
-    parameter of the module it builds: `for p in self.parameters(): p.requires_grad = False`
-    (pytorch-fid's InceptionV3 sets it from a parameter `requires_grad=False` by default) or
-    `self.requires_grad_(False)`. An instance's output then holds a graph only through its
-    input."""
-    defaults = _false_defaults(init)
-
-    def off(value: ast.expr | None) -> bool:  # `requires_grad_()` with no argument turns grad on
-        return (isinstance(value, ast.Constant) and value.value is False) or (isinstance(value, ast.Name) and value.id in defaults)
-
-    for stmt in init.body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            call = stmt.value
-            if _dotted(call.func) == "self.requires_grad_" and off(call.args[0] if call.args else None):
-                return True
-        if isinstance(stmt, ast.For) and isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, ast.Call) and _dotted(stmt.iter.func) == "self.parameters" and not stmt.iter.args:
-            each = stmt.target.id
-            for inner in stmt.body:
-                if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and _dotted(inner.targets[0]) == f"{each}.requires_grad" and off(inner.value):
-                    return True
-                each_call = inner.value if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) else None
-                if each_call is not None and _dotted(each_call.func) == f"{each}.requires_grad_" and off(each_call.args[0] if each_call.args else None):
-                    return True
-    return False
-
-
-def _false_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """Parameters whose default is `False` and that nothing in the function rebinds."""
-    args = fn.args
-    positional = [*args.posonlyargs, *args.args]
-    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults)) + [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return frozenset(a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value is False and a.arg not in rebound)
 
 
 def _method_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
