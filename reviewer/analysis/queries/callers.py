@@ -232,12 +232,6 @@ def called_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
     return bool(sites) and all(contexts[call].no_grad for call in sites)
 
 
-def called_with_grad_in_file(file: ParsedFile, scope: Scope) -> bool:
-    """Some call of this function in the file runs with autograd on."""
-    contexts = call_contexts(file)
-    return any(not contexts[call].no_grad for call in own_call_sites(file, scope))
-
-
 def under_grad_off_fixture(file: ParsedFile, scope: Scope) -> bool:
     """A test that takes a pytest fixture of this file which yields inside `with
     torch.inference_mode():` (or `no_grad`) runs its whole body with autograd off."""

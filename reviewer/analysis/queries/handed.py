@@ -9,7 +9,7 @@ import libcst as cst
 
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.callers import passed_in
-from review_copies.analysis.syntax import dotted
+from review_copies.analysis.syntax import bound_names, dotted
 
 # Calls on a module that hand back the same module (`InceptionV3(...).cuda().eval()`).
 _SAME_MODULE = frozenset(("to", "cuda", "cpu", "eval", "train", "float", "half", "double"))
@@ -34,11 +34,10 @@ def classes_handed(file: ParsedFile, scope: Scope | None, arg: str, depth: int =
 
 
 def _built(file: ParsedFile, scope: Scope | None, value: cst.BaseExpression | None, depth: int) -> frozenset[str] | None:
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_MODULE:
-        value = value.func.value
+    value = _module_itself(value)
     if isinstance(value, cst.Call):
-        cls = dotted(value.func).rpartition(".")[2]
-        return frozenset((cls,)) if cls[:1].isupper() else None
+        cls = _class_called(value)
+        return frozenset((cls,)) if cls else None
     if not isinstance(value, cst.Name) or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return None
     params = scope.node.params
@@ -54,16 +53,29 @@ def classes_bound(scope: Scope, name: str) -> frozenset[str] | None:
         return None
     found: set[str] = set()
     for bind in _own_assignments(scope.node, name):
-        bound = bind.value
-        while isinstance(bound, cst.Call) and isinstance(bound.func, cst.Attribute) and bound.func.attr.value in _SAME_MODULE:
-            bound = bound.func.value
+        bound = _module_itself(bind.value)
         if isinstance(bound, cst.Name) and bound.value == name:
             continue
-        cls = dotted(bound.func).rpartition(".")[2] if isinstance(bound, cst.Call) else ""
-        if not cls[:1].isupper():
+        cls = _class_called(bound) if isinstance(bound, cst.Call) else ""
+        if not cls:
             return None
         found.add(cls)
     return frozenset(found) or None
+
+
+def _module_itself(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The module a chain of calls that hand it back is made on: `InceptionV3(...)` of
+    `InceptionV3(...).cuda().eval()`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_MODULE:
+        value = value.func.value
+    return value
+
+
+def _class_called(call: cst.Call) -> str:
+    """`InceptionV3` of `InceptionV3(...)` or `fid.InceptionV3(...)`; "" for a call of
+    anything not named like a class."""
+    cls = dotted(call.func).rpartition(".")[2]
+    return cls if cls[:1].isupper() else ""
 
 
 def _own_assignments(fn: cst.FunctionDef, name: str) -> list[cst.Assign]:
@@ -84,7 +96,7 @@ def _own_assignments(fn: cst.FunctionDef, name: str) -> list[cst.Assign]:
             for target in node.targets:
                 if isinstance(target.target, cst.Name) and target.target.value == name:
                     found.append(node)
-                elif name in _bound(target.target):
+                elif name in bound_names(target.target):
                     other = True
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -93,22 +105,12 @@ def _own_assignments(fn: cst.FunctionDef, name: str) -> list[cst.Assign]:
 
         def visit_For(self, node: cst.For) -> None:
             nonlocal other
-            other = other or name in _bound(node.target)
+            other = other or name in bound_names(node.target)
 
         def visit_AsName(self, node: cst.AsName) -> None:
             nonlocal other
-            other = other or name in _bound(node.name)
+            other = other or name in bound_names(node.name)
 
     fn.visit(Find())
     return [] if other else found
 
-
-def _bound(target: cst.BaseExpression) -> frozenset[str]:
-    """The plain names a target binds (`a`, `a, (b, *c)`); an attribute or a subscript binds none."""
-    if isinstance(target, cst.Name):
-        return frozenset((target.value,))
-    if isinstance(target, cst.StarredElement):
-        return _bound(target.value)
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return frozenset().union(*(_bound(e.value) for e in target.elements))
-    return frozenset()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Write
-from review_copies.analysis.queries.callers import called_grad_off_in_repository, called_with_grad_in_file, reached_only_by_reference
+from review_copies.analysis.queries.callers import called_grad_off_in_repository, called_only_under_no_grad, own_call_sites, reached_only_by_reference
 from review_copies.analysis.queries.intent import deliberate_write, in_place_by_name
 from review_copies.analysis.rewrite import no_grad_block
 from review_copies.analysis.syntax import short_code
@@ -259,4 +259,5 @@ def _callers_turn_grad_off(flow: FunctionFlow) -> bool:
     """A function in place by name (`clamp_`), as torch's own are, leaves autograd to its
     caller: unless a call in its own file runs it with autograd on, its callers are taken
     to turn it off (nvdiffrec clamps its light under `torch.no_grad()` in another file)."""
-    return in_place_by_name(flow) and flow.scope is not None and not called_with_grad_in_file(flow.file, flow.scope)
+    scope = flow.scope
+    return in_place_by_name(flow) and scope is not None and (not own_call_sites(flow.file, scope) or called_only_under_no_grad(flow.file, scope))

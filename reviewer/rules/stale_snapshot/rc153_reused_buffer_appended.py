@@ -12,7 +12,7 @@ from review_copies.analysis.queries.intent import deliberate_write
 from review_copies.analysis.queries.loops import loop_of
 from review_copies.analysis.rewrite import atom, chain
 from review_copies.analysis.roots import overlaps
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import bound_names, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -200,7 +200,7 @@ def _own_row_each_time(flow: FunctionFlow, store: Store, writes: list[Write], lo
     each iteration writes and keeps a row of its own, which no later iteration writes."""
     if not isinstance(loop.node, cst.For):
         return False
-    counters = _bound(loop.node.target) - {b.name for b in flow.of(Bind) if loop.start < b.line <= loop.end}
+    counters = frozenset(bound_names(loop.node.target)) - {b.name for b in flow.of(Bind) if loop.start < b.line <= loop.end}
     row = _first_index(store.value_node)
     return row is not None and row in counters and all(_first_index(_written(w)) == row for w in writes)
 
@@ -224,14 +224,6 @@ def _first_index(node: cst.BaseExpression | None) -> str | None:
         return None
     first = node.slice[0].slice.value
     return first.value if isinstance(first, cst.Name) else None
-
-
-def _bound(target: cst.BaseExpression) -> frozenset[str]:
-    if isinstance(target, cst.Name):
-        return frozenset((target.value,))
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return frozenset().union(*(_bound(e.value) for e in target.elements))
-    return frozenset()
 
 
 def _made_before(flow: FunctionFlow, name: str, line: int) -> bool:
