@@ -29,7 +29,7 @@ class Assignments(Context):
             grad = Tri.YES if flag else Tri.NO if isinstance(expr, cst.Name) and expr.value == "False" else Tri.MAYBE
             # Setting the flag raises on anything but a leaf: past this line the tensor is one,
             # with no graph behind it (unlike `requires_grad_(True)`, a no-op on a non-leaf).
-            self.state[owner_key] = self.state[owner_key].but(grad=grad, leaf=grad is Tri.YES, graph=frozenset())
+            self.set_grad_flag(target.value, self.state[owner_key].but(grad=grad, leaf=grad is Tri.YES, graph=frozenset()))
         elif isinstance(target, cst.Attribute):
             self.assign_attribute(target, value, expr)
         elif isinstance(target, cst.Subscript):

@@ -196,6 +196,20 @@ class Context:
         if key and key in self.state:
             self.state[key] = value
 
+    def set_grad_flag(self, node: cst.BaseExpression, value: Value) -> None:
+        """`x.requires_grad_(flag)` or `x.requires_grad = flag`: from here on `x` is `value`,
+        whether or not it was tracked before (`conv.weight`, read off the module until now).
+        Turning grad off for a part of a module (`conv.weight`) leaves the module's output
+        attached only through the parts not seen, so whether it requires grad is unknown."""
+        key = dotted(node)
+        if not key:
+            return
+        self.state[key] = value
+        owner = dotted(node.value) if isinstance(node, cst.Attribute) else ""
+        module = self.state.get(owner) if owner else None
+        if module is not None and module.kind is Kind.MODULE and value.grad is Tri.NO and module.params_grad is Tri.YES:
+            self.state[owner] = module.but(params_grad=Tri.MAYBE)
+
     @staticmethod
     def device_of(value: Value) -> Device:
         """Where a `device=` argument puts a tensor."""

@@ -64,6 +64,10 @@ def call_module(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: V
         grad = cx.grad_of(*args)
     elif cx.no_grad:
         grad = Tri.NO
+    elif callee.kind is Kind.MODULE and callee.params_grad is not Tri.YES:
+        # Its parameters were frozen (`requires_grad_(False)`): attached only through its
+        # input, or, when only a part was frozen, through the parts not seen either.
+        grad = cx.grad_of(*args) if callee.params_grad is Tri.NO else cx.grad_of(*args).either(Tri.MAYBE)
     else:
         grad = Tri.YES if has_params is Tri.YES else cx.grad_of(*args).either(Tri.MAYBE)
     label = f"`{code_of(func)}`" + (f" ({callee.op})" if callee.op else "")

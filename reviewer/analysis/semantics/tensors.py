@@ -27,7 +27,7 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method == "requires_grad_":
         flag = not first_argument_false(node, "requires_grad")
         updated = recv.but(grad=Tri.YES if flag else Tri.NO, leaf=flag)
-        cx.rebind(recv_node, updated)
+        cx.set_grad_flag(recv_node, updated)
         return updated
     if method == "detach_":
         updated = recv.but(grad=Tri.NO, leaf=False)

@@ -62,6 +62,18 @@ class InplaceOnLeafRequiringGrad(Rule):
         Valid(
             """
             import torch
+            def box_filter(n):
+                conv = torch.nn.Conv1d(1, 1, kernel_size=2 * n + 1, bias=False)
+                conv.weight.requires_grad_(False)
+                conv.weight *= 0
+                conv.weight += 1 / (2 * n + 1)
+                return conv
+            """,
+            "`requires_grad_(False)` on the weight first: it is no longer a leaf that requires grad (KPConv-PyTorch's plot_convergence.py)",
+        ),
+        Valid(
+            """
+            import torch
             class EnvironmentLight(torch.nn.Module):
                 def __init__(self, base):
                     super().__init__()

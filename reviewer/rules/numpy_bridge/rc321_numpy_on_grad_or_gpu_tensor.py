@@ -22,6 +22,21 @@ _VALID = (
         """
         import numpy as np
         import torch
+        def running_mean(signal, n):
+            conv = torch.nn.Conv1d(1, 1, kernel_size=2 * n + 1, bias=False)
+            conv.weight.requires_grad_(False)
+            conv.weight.fill_(1 / (2 * n + 1))
+            return conv(torch.from_numpy(signal.astype(np.float32))).squeeze().numpy()
+        def smooth(signal):
+            conv = torch.nn.Conv1d(1, 1, 3).requires_grad_(False)
+            return conv(torch.from_numpy(signal)).numpy()
+        """,
+        "the module's weight (or the whole module) was frozen first: its output holds no graph (KPConv-PyTorch's plot_convergence.py)",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
         class StormModel(torch.nn.Module):
             @classmethod
             def _load_invariant(cls, path):
