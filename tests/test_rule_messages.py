@@ -2026,3 +2026,26 @@ def test_a_weight_saved_through_data_and_then_updated_is_said_to_give_a_silent_w
     assert "nothing raises" in silent and "silently" in silent and "will raise" not in silent
     [loud] = _messages(REWEIGHT.format(taken=".detach()"), "RC201")
     assert "will raise" in loud
+
+
+def test_an_entry_is_not_a_tensor_only_in_the_arm_where_its_type_test_failed() -> None:
+    # SplaTAM's viz scripts convert `torch.tensor(all_params[k])` only under
+    # `if not isinstance(all_params[k], torch.Tensor):`; past that `if`, and in the arm where the
+    # test held, the entry is what it was before.
+    code = """
+    import torch
+    def load(raw):
+        params = {k: torch.tensor(raw[k]).float() for k in raw}
+        for k in list(params):
+            if not isinstance(params[k], torch.Tensor):
+                params[k] = torch.tensor(params[k]).float()
+        return params
+    def after_the_test(x: torch.Tensor):
+        d = {"a": x}
+        if not isinstance(d["a"], torch.Tensor):
+            d["a"] = torch.as_tensor(d["a"])
+        return torch.tensor(d["a"])
+    """
+    text = textwrap.dedent(code).lstrip("\n")
+    findings = review_file(FileJob("m.py", text, None, ("RC301",))).findings
+    assert [f.line for f in findings] == [12]

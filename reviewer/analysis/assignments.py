@@ -12,7 +12,7 @@ from review_copies.analysis.events import Accumulate, Bind, Store, Write
 from review_copies.analysis.guesses import backward_reaches
 from review_copies.analysis.narrowing import type_test
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, dotted
+from review_copies.analysis.syntax import code_of, dotted, item_key
 from review_copies.analysis.values import UNKNOWN, Kind, Tri, Value
 
 
@@ -63,8 +63,8 @@ class Assignments(Context):
         if not value.origin:
             value = value.but(origin=f"`{name}`", vector=value.vector)
         prefix = name + "."
-        for stale in [k for k in self.state if k.startswith(prefix)]:
-            del self.state[stale]  # `sample.w` was the previous object's attribute (a loop's last item, `a = b`)
+        for stale in [k for k in self.state if k.startswith(prefix) or k.startswith(name + "[") or k.endswith(f"[{name}]")]:
+            del self.state[stale]  # `sample.w` was the previous object's attribute (a loop's last item, `a = b`); `d[k]` another entry
         self.state[name] = value
         self._remember_type_test(name, expr)
         self.emit(Bind, target, name=name, value=value, expr=expr)
@@ -89,6 +89,7 @@ class Assignments(Context):
         self.emit(Store, target, container=owner or code_of(target.value), container_value=owner_value, value=value, how="setattr", value_node=expr)
 
     def assign_item(self, target: cst.Subscript, value: Value, expr: cst.BaseExpression | None) -> None:
+        self.state.pop(item_key(target) or ".", None)  # what a type test said of the old entry
         base = self.ev(target.value)
         if base.kind is Kind.TENSOR and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) and isinstance(target.slice[0].slice.value, cst.SimpleString):
             base = base.but(kind=Kind.DICT)  # `out["pair"] = ...`: a mapping (a model output), not a tensor

@@ -14,7 +14,7 @@ from review_copies.analysis.narrowing import gpu_flag_test
 from review_copies.analysis.semantics import api, callables, functions, methods
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.semantics.modules import MODULE_METHODS
-from review_copies.analysis.syntax import code_of, dotted, opt_in_arm, short_code
+from review_copies.analysis.syntax import code_of, dotted, item_key, opt_in_arm, short_code
 from review_copies.analysis.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _BUFFER_NAMES = frozenset(("running_mean", "running_var", "num_batches_tracked"))
@@ -101,6 +101,9 @@ def _tensor_attribute(base: Value, attr: str, origin: str) -> Value:
 
 def _subscript(cx: Context, node: cst.Subscript) -> Value:
     base = cx.ev(node.value)
+    narrowed = cx.state.get(item_key(node) or ".")
+    if narrowed is not None and narrowed.kind is Kind.OTHER:
+        return narrowed  # `if not isinstance(d[k], torch.Tensor):` holds here
     indexes = []
     for element in node.slice:
         if isinstance(element.slice, cst.Index):

@@ -10,8 +10,8 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context, State
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, dotted, last
-from review_copies.analysis.values import UNKNOWN, Device, Kind, Tri
+from review_copies.analysis.syntax import code_of, dotted, item_key, last
+from review_copies.analysis.values import UNKNOWN, Device, Kind, Tri, Value
 
 _TENSOR_TYPES = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor"))
 
@@ -63,6 +63,8 @@ def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
         other = {key: current.but(not_dtype=dtype)}
         return (other, {}) if when else ({}, other)
     subject, kinds = type_test(test)
+    if subject is not None and kinds and item_key(subject):
+        return _narrow_item(cx, item_key(subject), kinds)
     key = dotted(subject) if subject is not None else ""
     if not key or not kinds:
         return {}, {}
@@ -79,6 +81,16 @@ def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
         owned = current.roots or frozenset((roots.parameters(key),))
         return {key: current.but(kind=Kind.MODULE, grad=Tri.NO, has_params=has_params, roots=owned)}, {}
     return {key: current.but(kind=Kind.OTHER, grad=Tri.NO)}, {}
+
+
+def _narrow_item(cx: Context, key: str, kinds: list[cst.BaseExpression]) -> tuple[State, State]:
+    """`isinstance(d[k], torch.Tensor)`: where it fails, the entry is not a tensor (SplaTAM
+    converts with `torch.tensor(d[k])` only there). Where it holds nothing new is said: an
+    entry has no identity of its own to give it."""
+    quals = [q for node in kinds for q in (cx.qualnames(node) or (dotted(node),))]
+    if not quals or not all(q in _TENSOR_TYPES for q in quals):
+        return {}, {}
+    return {key: UNKNOWN}, {key: Value(kind=Kind.OTHER, grad=Tri.NO)}
 
 
 def dtype_test(cx: Context, test: cst.BaseExpression) -> tuple[str, str, bool] | None:

@@ -81,6 +81,19 @@ def statement_bodies(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield from statement_bodies(child)
 
 
+def item_key(node: cst.CSTNode) -> str:
+    """`d[k]`, `batch["x"]`, `self.params[0]` as one key (a container's entry read by a name or
+    a literal); "" for anything else (a slice, a computed index)."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return ""
+    base, index = dotted(node.value), node.slice[0].slice.value
+    if not base:
+        return ""
+    if isinstance(index, (cst.SimpleString, cst.Integer)):
+        return f"{base}[{index.value}]"
+    return f"{base}[{dotted(index)}]" if dotted(index) else ""
+
+
 def code_of(node: cst.CSTNode) -> str:
     """The node's source text, as libcst prints it."""
     return _EMPTY_MODULE.code_for_node(node)

@@ -23,6 +23,20 @@ _VALID = (
         """
         import numpy as np
         import torch
+        def load_scene(path):
+            params = dict(np.load(path, allow_pickle=True))
+            params = {k: torch.tensor(params[k]).float() for k in params}
+            for k in list(params):
+                if not isinstance(params[k], torch.Tensor):
+                    params[k] = torch.tensor(params[k]).float()
+            return params
+        """,
+        "the entry is converted only where `isinstance(params[k], torch.Tensor)` failed: it is not a tensor there (SplaTAM's viz_scripts)",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
         import xatlas
         def texture_indices(mesh_v, mesh_pos_idx):
             vmapping, indices, uvs = xatlas.parametrize(mesh_v.detach().cpu().numpy(), mesh_pos_idx.detach().cpu().numpy())
