@@ -447,6 +447,19 @@ def test_only_results_that_cannot_require_grad_count_as_graph_free() -> None:
     functions = file_facts(source)["functions"]
     assert {name: fn["no_graph"] for name, fn in functions.items()} == {"targets": True, "noise": True, "weights": False}
 
+
+def test_a_list_of_numbers_is_graph_free_and_a_list_of_tensors_is_not() -> None:
+    # RandLA-Net's `accuracy` returns `accs`, filled with `.item()` numbers; a list given the
+    # loss itself keeps its graph.
+    source = (
+        "import torch\n\ndef numbers(xs):\n    accs = []\n    for x in xs:\n        accs.append(x.mean().item())\n    return accs\n\n"
+        "def tensors(xs):\n    out = []\n    for x in xs:\n        out.append(x.mean())\n    return out\n\n"
+        "def extended(xs):\n    out = []\n    out.extend(xs)\n    return out\n\n"
+        "def pair(x):\n    return (x.argmax().item(), x.sum().item())\n"
+    )
+    functions = file_facts(source)["functions"]
+    assert {name: fn["no_graph"] for name, fn in functions.items()} == {"numbers": True, "tensors": False, "extended": False, "pair": True}
+
 def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tmp_path: Path) -> None:
     # Only a test calls the helper, and it checks the result alone: a library's users are not
     # in the repository, so the write into their tensor is still reported.

@@ -14,12 +14,15 @@ _NO_GRAPH_FUNCTIONS = frozenset(
     "zeros ones full empty arange randint randperm zeros_like ones_like full_like empty_like rand randn rand_like randn_like eye tensor".split()
 )
 _INTEGER_DTYPES = frozenset("long int64 int int32 int16 short int8 uint8 bool".split())
+_GROWERS = frozenset(("append", "insert", "extend"))
 
 
 def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0) -> bool:
     """Whether an expression's value can carry no autograd graph, by its form alone."""
     if isinstance(value, (ast.Constant, ast.Compare)):
         return True
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return all(_no_graph(e, binds, depth + 1) for e in value.elts)  # `[]`, `(a.item(), b.item())`
     if isinstance(value, ast.Name):
         exprs = binds.get(value.id)
         return bool(exprs) and depth < 3 and all(_no_graph(e, binds, depth + 1) for e in exprs)
@@ -52,6 +55,10 @@ def returns_no_graph(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
                     binds.setdefault(n.id, []).append(ast.Name(id="?"))  # bound another way: not known
         elif isinstance(node, ast.Return) and node.value is not None:
             returns.append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.attr in _GROWERS:
+            # `accs.append(acc.item())`: what a list is given is part of what it holds.
+            added = node.args[-1] if node.func.attr in ("append", "insert") and node.args else ast.Name(id="?")
+            binds.setdefault(node.func.value.id, []).append(ast.List(elts=[added], ctx=ast.Load()))
         elif isinstance(node, (ast.Yield, ast.YieldFrom)):
             return False
     return bool(returns) and all(_no_graph(r, binds) for r in returns)

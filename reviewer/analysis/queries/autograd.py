@@ -70,8 +70,16 @@ def _into_graphless_helper(flow: FunctionFlow, call: Call) -> bool:
     """`gumbel_sample(dist)`: a plain function of the repository whose every `return` can hold
     no graph (an `argmax`, a `torch.zeros`): what it was handed goes no further than the call
     (it has no `self` to keep it on)."""
-    func = call.call.func
-    return isinstance(func, cst.Name) and flow.index is not None and bool(flow.file.once(f"no graph from {func.value}", lambda: flow.index.returns_no_graph(func.value)))
+    return graphless_helper_call(flow, call.call)
+
+
+def graphless_helper_call(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
+    """`accuracy(scores, labels)`: a call of a plain function of the repository whose every
+    `return` can hold no graph (an `argmax`, a list of `.item()` numbers)."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name) or flow.index is None:
+        return False
+    name = node.func.value
+    return bool(flow.file.once(f"no graph from {name}", lambda: flow.index.returns_no_graph(name)))
 
 
 def _graph(value: Value) -> frozenset[int]:

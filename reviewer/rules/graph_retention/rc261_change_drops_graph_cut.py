@@ -8,7 +8,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Store
+from review_copies.analysis.queries.autograd import graphless_helper_call
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
@@ -63,6 +65,46 @@ class ChangeDropsGraphCut(Rule):
     follows_change = True
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def accuracy(scores, labels, num_classes=4):
+                predictions = torch.max(scores, dim=1).indices
+                accuracies = []
+                for label in range(num_classes):
+                    mask = labels == label
+                    per_class = ((predictions == labels) & mask).float().sum() / mask.float().sum()
+                    accuracies.append(per_class.cpu().item())
+                return accuracies
+            def train(model, loader, opt, criterion):
+                accuracies = []
+                for points, labels in loader:
+                    scores = model(points)
+                    loss = criterion(scores, labels)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    accuracies.append(accuracy(scores, labels))
+                return accuracies
+            """,
+            "the change moved `.item()` into `accuracy`, which now returns a list of numbers (RandLA-Net-pytorch)",
+            before="""
+            import torch
+            def accuracy(scores, labels):
+                predictions = torch.max(scores, dim=1).indices
+                return (predictions == labels).float().mean()
+            def train(model, loader, opt, criterion):
+                accuracies = []
+                for points, labels in loader:
+                    scores = model(points)
+                    loss = criterion(scores, labels)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    accuracies.append(accuracy(scores, labels).cpu().item())
+                return accuracies
+            """,
+        ),
         Valid(
             """
             import torch
@@ -253,6 +295,8 @@ class ChangeDropsGraphCut(Rule):
             value = event.args[0] if isinstance(event, Call) else event.value  # type: ignore[attr-defined]
             if value.kind not in (Kind.TENSOR, Kind.UNKNOWN) or value.grad is Tri.NO:
                 continue  # (`.item()` swapped for `.detach()`: the graph is cut still, on the device)
+            if value.kind is Kind.UNKNOWN and graphless_helper_call(flow, _kept_expression(event)):
+                continue  # `accuracy(...)` now returns numbers: the `.item()` moved into it
             reported.add(event.line)
             stmt = event.stmt or event.node
             if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):  # a cache filled once
@@ -270,6 +314,19 @@ class ChangeDropsGraphCut(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(event.node, message, restore(event.stmt, dropped))
+
+
+def _kept_expression(event: Event) -> cst.BaseExpression | None:
+    """The code of what the statement keeps, stripped of the calls a graph passes through
+    (`.cpu()`, `.float()`)."""
+    if isinstance(event, Call):
+        expr = event.call.args[0].value if event.call.args else None
+    else:
+        expr = event.expr if isinstance(event, Bind) else getattr(event, "value_node", None)
+    methods = api.tensor_methods()
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in methods:
+        expr = expr.func.value
+    return expr
 
 
 def _kept(flow: FunctionFlow, event: Event) -> str | None:
