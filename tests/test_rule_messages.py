@@ -2049,3 +2049,25 @@ def test_an_entry_is_not_a_tensor_only_in_the_arm_where_its_type_test_failed() -
     text = textwrap.dedent(code).lstrip("\n")
     findings = review_file(FileJob("m.py", text, None, ("RC301",))).findings
     assert [f.line for f in findings] == [12]
+
+
+def test_the_values_of_a_reduction_along_a_dimension_keep_the_graph_and_its_indices_do_not() -> None:
+    # `x.max(1)` is (values, indices), `x.max()` one tensor, `x.max(y)` the elementwise
+    # maximum: only the values (and the two tensors) stay attached.
+    code = """
+    import torch
+    from torch import nn
+    def show(x):
+        net = nn.Linear(4, 3)
+        pred = net(x)
+        a = pred.max(1)[1].numpy()
+        b = torch.max(pred, dim=1).indices.numpy()
+        c = pred.max(1)[0].numpy()
+        d = pred.max().numpy()
+        e = torch.max(pred, pred * 2).numpy()
+        f = pred.max(dim=1).values.numpy()
+        return a, b, c, d, e, f
+    """
+    text = textwrap.dedent(code).lstrip("\n")
+    findings = review_file(FileJob("m.py", text, None, ("RC321",))).findings
+    assert [f.line for f in findings] == [8, 9, 10, 11]

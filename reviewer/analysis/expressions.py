@@ -72,8 +72,10 @@ def _attribute(cx: Context, node: cst.Attribute) -> Value:
         return Value(kind=Kind.UNKNOWN, roots=owned)
     if base.kind is Kind.OPTIMIZER and attr == "param_groups":
         return Value(kind=Kind.LIST, element=Value(kind=Kind.DICT))
+    if base.kind is Kind.TUPLE and attr in ("values", "indices") and base.items is not None and len(base.items) == 2:
+        return base.items[0 if attr == "values" else 1]  # torch.max(dim=...) and friends return (values, indices)
     if base.kind is Kind.TUPLE and attr in ("values", "indices") and base.element is not None:
-        return base.element  # torch.max(dim=...) and friends return (values, indices)
+        return base.element
     if base.kind is Kind.UNKNOWN and attr in ("weight", "bias") and any(roots.is_parameters(r) for r in base.roots):
         # A submodule's parameter (model.embed.weight).
         return Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=base.device, roots=frozenset(roots.member(r, attr) for r in base.roots), origin=origin)

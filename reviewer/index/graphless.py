@@ -11,7 +11,8 @@ _NO_GRAPH_METHODS = frozenset(
     "numel item tolist numpy eq ne lt gt le ge isnan isinf isfinite".split()
 )
 _NO_GRAPH_FUNCTIONS = frozenset(
-    "zeros ones full empty arange randint randperm zeros_like ones_like full_like empty_like rand randn rand_like randn_like eye tensor".split()
+    "zeros ones full empty arange randint randperm zeros_like ones_like full_like empty_like rand randn rand_like randn_like eye tensor "
+    "argmax argmin argsort nonzero eq ne lt gt le ge isnan isinf isfinite".split()
 )
 _INTEGER_DTYPES = frozenset("long int64 int int32 int16 short int8 uint8 bool".split())
 _GROWERS = frozenset(("append", "insert", "extend"))

@@ -26,7 +26,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 31
+INDEX_VERSION = 32
 
 
 @dataclass(frozen=True)

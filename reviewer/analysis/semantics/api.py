@@ -256,6 +256,12 @@ TENSOR_TRANSFORMS = frozenset(
 PAIR_RESULTS = frozenset("topk sort max min kthvalue mode median nanmedian cummax cummin aminmax std_mean var_mean frexp slogdet".split())
 # Of those, the ones whose second tensor is int64 indices.
 INDEX_PAIR_RESULTS = frozenset("topk sort max min kthvalue mode median nanmedian cummax cummin".split())
+# Reductions that return one tensor over all elements and (values, indices) along a dimension
+# (`x.max()` against `x.max(1)`, `torch.median(x, dim=0)`; `x.max(y)` of a tensor `y` is
+# the elementwise maximum).
+PAIR_ALONG_DIM = frozenset("max min median nanmedian".split())
+
+
 # NumPy's random draws and where their `size` goes positionally: with no size they return one
 # number (`2 ** np.random.uniform(a, b)` is a float, not an array).
 NUMPY_RANDOM_SIZE_AT = {

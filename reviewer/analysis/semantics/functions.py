@@ -73,6 +73,8 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         return UNKNOWN if first.kind is not Kind.UNKNOWN else first.but(via=first.via or "view", certain=False, fresh=False)
     if qual.startswith("torch.nn.functional.") or (qual.count(".") == 1 and qual.startswith("torch.")):
         returns = api.function_returns(short) if qual.count(".") == 1 else "tensor"
+        if short in api.PAIR_ALONG_DIM and qual.count(".") == 1 and ("dim" in kwargs or (len(args) > 1 and args[1].kind is Kind.SCALAR)):
+            returns = "tuple"  # `torch.max(x, 1)`: (values, indices)
         if returns == "tensor" or (returns == "tuple" and short in api.VIEW_TUPLE_METHODS):
             return _tensor_function(cx, node, short, args, kwargs)
         if returns == "tuple":
@@ -192,7 +194,7 @@ def pair_items(cx: Context, node: cst.Call, name: str, element: Value) -> tuple[
         return None
     second = element.but(roots=cx.new_root(node), fresh=False)
     if name in api.INDEX_PAIR_RESULTS:
-        second = second.but(dtype="int64", grad=Tri.NO)
+        second = second.but(dtype="int64", grad=Tri.NO, graph=frozenset())  # indices hold no graph
     return (element.but(roots=cx.new_root(node), fresh=False), second)
 
 

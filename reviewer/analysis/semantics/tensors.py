@@ -72,6 +72,8 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method in _LAYOUT_CONVERSIONS:
         return recv.but(via=recv.via or "to", certain=False, fresh=False, origin=origin)
     returns = api.method_returns(method)
+    if method in api.PAIR_ALONG_DIM and ("dim" in kwargs or (args and args[0].kind is Kind.SCALAR)):
+        returns = "tuple"  # `x.max(1)`: (values, indices)
     if method in api.INDEX_OPS:
         return cx.tensor(node, recv, grad=Tri.NO, origin=origin).but(dtype="int64")
     if api.is_view_op(method):

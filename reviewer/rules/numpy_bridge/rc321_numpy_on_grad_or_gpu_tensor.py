@@ -20,6 +20,26 @@ from review_copies.rules.base import Hit, Invalid, Rule, Valid
 _VALID = (
     Valid(
         """
+        import torch
+        from torch import nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+            def forward(self, x):
+                return self.fc(x)
+            def inference(self, pred):
+                return torch.argmax(pred, -1)
+        def evaluate(model, x):
+            pred = model(x)
+            labels = pred.max(1)[1].cpu().numpy()
+            hard = model.inference(pred).cpu().numpy()
+            return labels, hard
+        """,
+        "`max(1)[1]` is the indices of a (values, indices) pair, and `inference` returns `torch.argmax(...)`: integer tensors never require grad (deepsnap's examples)",
+    ),
+    Valid(
+        """
         import numpy as np
         import torch
         def running_mean(signal, n):

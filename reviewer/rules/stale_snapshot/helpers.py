@@ -12,6 +12,7 @@ from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, dotted, names_in
+from review_copies.analysis.values import Kind, Value
 
 
 def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
@@ -323,3 +324,20 @@ def handed_to_a_fresh_owner(flow: FunctionFlow, bind: Bind) -> bool:
             return False
         loads += len(method.loads)
     return loads > 0
+
+
+def state_dict_refs(value: Value) -> bool:
+    """A state_dict, a shallow copy of one, or a dict of its tensors that may be the same tensors."""
+    if value.kind is Kind.STATE_DICT:
+        return value.via in ("state_dict", "shallow-copy")
+    element = value.element
+    return value.kind is Kind.DICT and element is not None and element.kind is Kind.TENSOR and element.via == "state_dict" and element.certain
+
+
+def beside_a_written_handle(flow: FunctionFlow, bind: Bind) -> bool:
+    """The same method keeps another `state_dict()` on the object, and a method writes
+    through that one (`self.target_dict[k].data.copy_(...)`): the class keeps state_dicts as
+    live handles, and this one is read for its current values (BigGAN's `ema`, whose
+    `update` mixes `source_dict` into `target_dict`)."""
+    others = sorted({b.name for b in flow.of(Bind) if b.name.startswith("self.") and b.name != bind.name and state_dict_refs(b.value)})
+    return any(written_through_elsewhere(flow, name) for name in others)

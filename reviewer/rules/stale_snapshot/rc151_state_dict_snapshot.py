@@ -13,21 +13,41 @@ from review_copies.analysis.queries.aliasing import name_of, on_every_path
 from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, dotted, receiver_of, short_code
-from review_copies.analysis.values import Kind, Value
+from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.stale_snapshot.helpers import (
+    beside_a_written_handle,
     changes_after,
     copy_module,
     entry_replaced,
     handed_to_a_fresh_owner,
     owner_of,
     read_after,
+    state_dict_refs,
     written_through_elsewhere,
     written_through_entries,
 )
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        class Ema:
+            def __init__(self, source, target, decay=0.9999):
+                self.decay = decay
+                self.source_dict = source.state_dict()
+                self.target_dict = target.state_dict()
+                with torch.no_grad():
+                    for key in self.source_dict:
+                        self.target_dict[key].data.copy_(self.source_dict[key].data)
+            def update(self):
+                with torch.no_grad():
+                    for key in self.source_dict:
+                        self.target_dict[key].data.copy_(self.target_dict[key].data * self.decay + self.source_dict[key].data * (1 - self.decay))
+        """,
+        "kept beside `target_dict`, which `update` writes through: live handles, read for the current weights (BigGAN-PyTorch's `ema`)",
+    ),
     Valid(
         """
         import torch
@@ -447,7 +467,7 @@ class StateDictSnapshot(Rule):
 def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
     for bind in flow.of(Bind):
         value = bind.value
-        if bind.expr is None or not _state_dict_refs(value):
+        if bind.expr is None or not state_dict_refs(value):
             continue
         how = (
             "a shallow copy of a state_dict, whose tensors are still the live ones"
@@ -459,6 +479,8 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
                 continue  # `self._held_state_dict_reference`: the name says it keeps the live tensors, not their values
             if written_through_elsewhere(flow, bind.name):
                 continue  # a handle on the live tensors: another method writes through it on purpose
+            if beside_a_written_handle(flow, bind):
+                continue  # kept with a handle the class writes through: read for the current values (an EMA)
             if _replaced_in_this_call(flow, bind):
                 continue  # `self.sd = m.state_dict()` then `self.sd = {k: v.clone() ...}`: the copy is what is kept
             if handed_to_a_fresh_owner(flow, bind):
@@ -498,7 +520,7 @@ _REFERENCE_NAME = re.compile(r"_references?$")
 def _later_copies(flow: FunctionFlow, bind: Bind) -> Iterator[Bind]:
     """Later bindings of the snapshot's name to something that holds no live references
     (its items cloned)."""
-    return (e for e in flow.of(Bind) if e.name == bind.name and e.index > bind.index and e.expr is not None and not _state_dict_refs(e.value))
+    return (e for e in flow.of(Bind) if e.name == bind.name and e.index > bind.index and e.expr is not None and not state_dict_refs(e.value))
 
 
 def _rebound_to_copies(flow: FunctionFlow, bind: Bind, read: Use) -> bool:
@@ -563,11 +585,3 @@ def _remedy(flow: FunctionFlow) -> str:
     if copy_module(flow):
         return "Use `copy.deepcopy(...)`"
     return "Copy the tensors (`{k: v.detach().clone() for k, v in ....items()}`, or `copy.deepcopy(...)` after `import copy`)"
-
-
-def _state_dict_refs(value: Value) -> bool:
-    """A state_dict, a shallow copy of one, or a dict of its tensors that may be the same tensors."""
-    if value.kind is Kind.STATE_DICT:
-        return value.via in ("state_dict", "shallow-copy")
-    element = value.element
-    return value.kind is Kind.DICT and element is not None and element.kind is Kind.TENSOR and element.via == "state_dict" and element.certain
