@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
-from review_copies.review.engine import FileJob, review_file
+from review_copies.review.engine import FileJob, example_job, review_file
 
 CAPTURE = """
 import torch
@@ -2071,3 +2071,32 @@ def test_the_values_of_a_reduction_along_a_dimension_keep_the_graph_and_its_indi
     text = textwrap.dedent(code).lstrip("\n")
     findings = review_file(FileJob("m.py", text, None, ("RC321",))).findings
     assert [f.line for f in findings] == [8, 9, 10, 11]
+
+
+def test_a_write_into_an_alias_of_a_name_and_of_the_objects_array_is_told_once() -> None:
+    # LTSF-Linear's Pyraformer dataset: `seq_y_mark` shares the stored covariates and the
+    # window `seq_x_mark` returned beside it; one write, one finding (the name read again).
+    code = """
+    import torch
+    class Windows:
+        def __init__(self, path, seq_len: int, pred_len: int):
+            self.all_data, self.covariates = load(path)
+            self.all_data = torch.from_numpy(self.all_data)
+            self.covariates = torch.from_numpy(self.covariates)
+            self.seq_len, self.pred_len = seq_len, pred_len
+        def __getitem__(self, index):
+            seq_idx = index % self.all_data.size(0)
+            s_begin = index * 24
+            s_end = s_begin + self.seq_len
+            r_begin = s_end - self.pred_len
+            r_end = r_begin + self.seq_len
+            seq_x = self.all_data[seq_idx, s_begin:s_end].clone()
+            seq_x_mark = self.covariates[s_begin:s_end]
+            seq_x_mark[:, -1] = int(seq_idx)
+            seq_y_mark = self.covariates[r_begin:r_end]
+            seq_y_mark[:, -1] = int(seq_idx)
+            return seq_x, seq_x_mark, seq_y_mark
+    """
+    text = textwrap.dedent(code).lstrip("\n")
+    findings = review_file(example_job("m.py", text, None, ("RC105",))).findings
+    assert [(f.line, "seq_x_mark" in f.message) for f in findings] == [(16, True), (18, True)]

@@ -113,8 +113,13 @@ class WriteThroughNumpyShare(WriteThroughAlias):
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
-        yield from super().check(flow)
-        yield from self.into_object_state(flow)
+        said = []
+        for hit in super().check(flow):
+            said.append(hit.node)
+            yield hit
+        # One finding per write: a write into an alias of both a name and the object's state
+        # is told once, with the name that is read again.
+        yield from (hit for hit in self.into_object_state(flow) if not any(hit.node is node for node in said))
 
     def into_object_state(self, flow: FunctionFlow) -> Iterator[Hit]:
         """`t = torch.from_numpy(self.cache[i]); t -= m`: the object's stored array changes for every later caller."""
