@@ -63,8 +63,9 @@ def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
         other = {key: current.but(not_dtype=dtype)}
         return (other, {}) if when else ({}, other)
     subject, kinds = type_test(test)
-    if subject is not None and kinds and item_key(subject):
-        return _narrow_item(cx, item_key(subject), kinds)
+    entry = item_key(subject) if subject is not None else ""
+    if entry and kinds:
+        return _narrow_item(cx, entry, kinds)
     key = dotted(subject) if subject is not None else ""
     if not key or not kinds:
         return {}, {}
