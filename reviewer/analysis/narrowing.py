@@ -70,7 +70,7 @@ def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
     if not key or not kinds:
         return {}, {}
     current = cx.state.get(key, UNKNOWN)
-    quals = [q for node in kinds for q in (cx.qualnames(node) or (dotted(node),))]
+    quals = _type_names(cx, kinds)
     if any(q in _TENSOR_TYPES for q in quals):
         not_tensor = {key: current.but(kind=Kind.OTHER, grad=Tri.NO) if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
         if not all(q in _TENSOR_TYPES for q in quals):
@@ -88,10 +88,15 @@ def _narrow_item(cx: Context, key: str, kinds: list[cst.BaseExpression]) -> tupl
     """`isinstance(d[k], torch.Tensor)`: where it fails, the entry is not a tensor (SplaTAM
     converts with `torch.tensor(d[k])` only there). Where it holds nothing new is said: an
     entry has no identity of its own to give it."""
-    quals = [q for node in kinds for q in (cx.qualnames(node) or (dotted(node),))]
+    quals = _type_names(cx, kinds)
     if not quals or not all(q in _TENSOR_TYPES for q in quals):
         return {}, {}
     return {key: UNKNOWN}, {key: Value(kind=Kind.OTHER, grad=Tri.NO)}
+
+
+def _type_names(cx: Context, kinds: list[cst.BaseExpression]) -> list[str]:
+    """The qualified names of the types a test names (`torch.Tensor` for `Tensor`)."""
+    return [q for node in kinds for q in (cx.qualnames(node) or (dotted(node),))]
 
 
 def dtype_test(cx: Context, test: cst.BaseExpression) -> tuple[str, str, bool] | None:

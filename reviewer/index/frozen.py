@@ -55,7 +55,6 @@ def _false_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
     return frozenset(a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value is False and a.arg not in rebound)
 
 
-
 def _spelled(node: ast.expr) -> str:
     """`self.requires_grad_` for that attribute chain; anything else as Python spells it."""
     return ast.unparse(node)

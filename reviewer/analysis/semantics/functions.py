@@ -73,7 +73,7 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         return UNKNOWN if first.kind is not Kind.UNKNOWN else first.but(via=first.via or "view", certain=False, fresh=False)
     if qual.startswith("torch.nn.functional.") or (qual.count(".") == 1 and qual.startswith("torch.")):
         returns = api.function_returns(short) if qual.count(".") == 1 else "tensor"
-        if short in api.PAIR_ALONG_DIM and qual.count(".") == 1 and ("dim" in kwargs or (len(args) > 1 and args[1].kind is Kind.SCALAR)):
+        if qual.count(".") == 1 and reduces_along_dim(short, args[1] if len(args) > 1 else None, kwargs):
             returns = "tuple"  # `torch.max(x, 1)`: (values, indices)
         if returns == "tensor" or (returns == "tuple" and short in api.VIEW_TUPLE_METHODS):
             return _tensor_function(cx, node, short, args, kwargs)
@@ -185,6 +185,12 @@ def _tensor_function(cx: Context, node: cst.Call, short: str, args: tuple[Value,
     if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
         result = cx.with_save(result, cx.save(result, node, f"`{short}`", result.attached))
     return result
+
+
+def reduces_along_dim(name: str, dim: Value | None, kwargs: dict[str, Value]) -> bool:
+    """`x.max(1)`, `torch.max(x, dim=1)`: a (values, indices) pair, where `x.max()` is one
+    tensor and `x.max(y)` of a tensor `y` the elementwise maximum."""
+    return name in api.PAIR_ALONG_DIM and ("dim" in kwargs or (dim is not None and dim.kind is Kind.SCALAR))
 
 
 def pair_items(cx: Context, node: cst.Call, name: str, element: Value) -> tuple[Value, ...] | None:

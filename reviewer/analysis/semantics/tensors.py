@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
-from review_copies.analysis.semantics.functions import pair_items, saves_of
+from review_copies.analysis.semantics.functions import pair_items, reduces_along_dim, saves_of
 from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, sliced_inside, transposed
 from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
@@ -72,7 +72,7 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method in _LAYOUT_CONVERSIONS:
         return recv.but(via=recv.via or "to", certain=False, fresh=False, origin=origin)
     returns = api.method_returns(method)
-    if method in api.PAIR_ALONG_DIM and ("dim" in kwargs or (args and args[0].kind is Kind.SCALAR)):
+    if reduces_along_dim(method, args[0] if args else None, kwargs):
         returns = "tuple"  # `x.max(1)`: (values, indices)
     if method in api.INDEX_OPS:
         return cx.tensor(node, recv, grad=Tri.NO, origin=origin).but(dtype="int64")
