@@ -2100,3 +2100,35 @@ def test_a_write_into_an_alias_of_a_name_and_of_the_objects_array_is_told_once()
     text = textwrap.dedent(code).lstrip("\n")
     findings = review_file(example_job("m.py", text, None, ("RC105",))).findings
     assert [(f.line, "seq_x_mark" in f.message) for f in findings] == [(16, True), (18, True)]
+
+
+LSA = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class LSA(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.score = nn.Linear(dim, 1)
+        self.cumulative = None
+    def init_attention(self, keys: torch.Tensor):
+        self.cumulative = torch.zeros(keys.size(0), keys.size(1), device=keys.device)
+    def forward(self, keys: torch.Tensor, t: int):
+        {start}
+        scores = F.softmax(self.score(keys + self.cumulative.unsqueeze(-1)).squeeze(-1), dim=1)
+        self.cumulative = self.cumulative + scores
+        return scores
+"""
+
+
+def test_a_sum_on_self_started_afresh_for_each_sequence_keeps_one_sequences_graph() -> None:
+    # Real-Time-Voice-Cloning's location-sensitive attention: the decoder passes its step
+    # number, and step 0 starts the cumulative weights again, so the sum holds one decoding's
+    # graph, which that decoding's backward needs.
+    assert _messages(LSA.format(start="if t == 0: self.init_attention(keys)"), "RC251") == []
+    assert _messages(LSA.format(start="if t == 0:\n            self.cumulative = torch.zeros_like(keys[..., 0])"), "RC251") == []
+    # Started only while it is unset, it is started once, and every later call adds to it.
+    [once] = _messages(LSA.format(start="if self.cumulative is None: self.init_attention(keys)"), "RC251")
+    assert "on every call (it lives on `self`)" in once
+    # A step number that starts nothing leaves the sum growing as before.
+    assert len(_messages(LSA.format(start="if t == 0: print(t)"), "RC251")) == 1

@@ -11,7 +11,7 @@ from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
-from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -258,6 +258,27 @@ _VALID = (
         """,
         "the loop adds up the items of a list it was handed: the list keeps those graphs already, and it does not grow",
     ),
+    Valid(
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        class LSA(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.score = nn.Linear(dim, 1)
+                self.cumulative = None
+            def init_attention(self, keys: torch.Tensor):
+                self.cumulative = torch.zeros(keys.size(0), keys.size(1), device=keys.device)
+            def forward(self, keys: torch.Tensor, t: int):
+                if t == 0:
+                    self.init_attention(keys)
+                scores = F.softmax(self.score(keys + self.cumulative.unsqueeze(-1)).squeeze(-1), dim=1)
+                self.cumulative = self.cumulative + scores
+                return scores
+        """,
+        "started afresh when the caller begins a sequence (`t == 0`): the sum spans one decoding, whose backward needs it, not every call",
+    ),
 )
 
 _INVALID = (
@@ -346,6 +367,8 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if acc.name.endswith(".data"):
             continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
+        if persistent and _restarted_on_request(flow, acc):
+            continue  # `if t == 0: self.init_attention(x)`: the caller starts the sum afresh for each sequence
         if _rebound_this_call(flow, acc):
             continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
         # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
@@ -418,3 +441,58 @@ def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
     return acc.arms[: len(bind.arms)] == bind.arms and bind.loops == acc.loops and not any(
         isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events
     )
+
+
+def _restarted_on_request(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """Before the sum, the method starts it afresh when its caller asks, under a test of a
+    parameter (`if t == 0: self.init_attention(keys)`, whose body sets `self.cumulative =
+    torch.zeros(...)`, or `if reset: self.total = 0`): the sum spans the calls of one
+    sequence the caller drives, as a recurrent state does, and the graph it holds is that
+    sequence's. A start guarded by the sum itself (`if self.h is None:`) runs once and does
+    not count."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in scope.node.params.params} - {"self"}
+    starters = _starting_methods(scope.class_node, acc.name)
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> bool:
+            nonlocal found
+            test = names_in(node.test, attributes=True)
+            line = flow.file.line_of(node)
+            if line < acc.line and acc.name not in test and test & params and any(_starts(stmt, acc.name, starters) for stmt in node.body.body):
+                found = True
+            return True
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope.node
+
+    scope.node.visit(_Find())
+    return found
+
+
+def _starts(stmt: cst.CSTNode, name: str, starters: frozenset[str]) -> bool:
+    """`self.total = <something without self.total>` or `self.<starter>(...)`, as a line of
+    its own (or a one-line arm's)."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return any(_starts(small, name, starters) for small in stmt.body)
+    if isinstance(stmt, cst.Assign):
+        return any(dotted(t.target) == name for t in stmt.targets) and name not in names_in(stmt.value, attributes=True)
+    if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call) and isinstance(stmt.value.func, cst.Attribute):
+        func = stmt.value.func
+        return isinstance(func.value, cst.Name) and func.value.value == "self" and func.attr.value in starters
+    return False
+
+
+def _starting_methods(cls: cst.ClassDef | None, name: str) -> frozenset[str]:
+    """Methods of the class whose own body sets the attribute afresh (`self.cumulative =
+    torch.zeros(...)`), at its top level: calling one starts the sum again."""
+    if cls is None or not name.startswith("self."):
+        return frozenset()
+    found = set()
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef) and any(_starts(s, name, frozenset()) for s in stmt.body.body):
+            found.add(stmt.name.value)
+    return frozenset(found)
