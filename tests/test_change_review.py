@@ -1400,3 +1400,113 @@ def test_a_module_whose_constructor_freezes_its_parameters_gives_outputs_numpy_t
     repo.commit("fid score")
     result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", "--fail-on", "none", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert [f["rule"] for f in result.json["findings"] if f["path"] == "score.py"] == expected
+
+
+UNIT = """
+import torch
+from torch import nn
+
+
+class Unit(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv = nn.Conv2d(width, width, 3)
+        self.gn = nn.GroupNorm(8, width)
+
+    def load_from(self, weights, n_block, n_unit):
+        self.gn.weight.copy_(torch.from_numpy(weights[n_block + n_unit + "/scale"]).view(-1))
+"""
+
+NET = """
+import torch
+from torch import nn
+from unit import Unit
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.units = nn.ModuleList([Unit(32), Unit(32)])
+
+    def load_from(self, weights):
+        with torch.no_grad():
+            for i, unit in enumerate(self.units):
+                unit.load_from(weights, n_block="block1", n_unit=f"unit{i}")
+"""
+
+LOAD_SCRIPT = """
+import numpy as np
+from net import Net
+
+
+def main(path):
+    net = Net()
+    net.load_from(weights=np.load(path))
+"""
+
+
+def test_a_call_that_cannot_bind_to_a_method_is_not_one_of_its_callers(repo: Repo, tmp_path: Path) -> None:
+    # TransUNet: the unit's `load_from(weights, n_block, n_unit)` copies into its norm weight
+    # and is only called under the network's `with torch.no_grad():`; `net.load_from(weights=...)`
+    # in the training script cannot bind to it (no `n_block`), so it is the network's.
+    repo.write("unit.py", UNIT)
+    repo.write("net.py", NET)
+    repo.write("train.py", LOAD_SCRIPT)
+    repo.commit("pretrained weights")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert [(f["path"], f["rule"]) for f in result.json["findings"]] == []
+    # A call that could bind to it with autograd on still makes the copy an error.
+    repo.write("train.py", LOAD_SCRIPT + '\n\ndef refresh(unit, weights):\n    unit.load_from(weights, "block1", "unit0")\n')
+    repo.commit("refresh one unit")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert [(f["path"], f["rule"]) for f in result.json["findings"]] == [("unit.py", "RC202")]
+
+
+METRICS = """
+import numpy as np
+import torch
+
+
+def iou_on_batch(masks, pred):
+    ious = []
+    for i in range(pred.shape[0]):
+        pred_tmp = pred[i][0]{move}.detach().numpy()
+        pred_tmp[pred_tmp >= 0.5] = 1
+        pred_tmp[pred_tmp < 0.5] = 0
+        ious.append((pred_tmp == masks[i][0].numpy()).mean())
+    return np.mean(ious)
+"""
+
+EPOCH = """
+from metrics import iou_on_batch
+
+
+def train_one_epoch(loader, model, criterion, optimizer):
+    for images, masks in loader:
+        preds = model(images)
+        loss = criterion(preds, masks.float())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(iou_on_batch(masks, preds), criterion.show_dice(preds, masks.float()))
+"""
+
+
+def test_a_write_through_cpu_numpy_says_it_reaches_the_caller_only_from_the_cpu(repo: Repo, tmp_path: Path) -> None:
+    # UCTransNet's metrics binarize `pred[i][0].cpu().detach().numpy()` in place: the caller's
+    # predictions change only when they are on the CPU already (training moves them to the
+    # GPU, where `.cpu()` copies). The message says so instead of claiming it always does.
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    repo.write("metrics.py", METRICS.format(move=".cpu()"))
+    repo.write("train.py", EPOCH)
+    repo.commit("metrics")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    [finding] = result.json["findings"]
+    assert finding["rule"] == "RC102" and "when `pred` is on the CPU already" in finding["message"]
+    # Without the move, `.numpy()` shares the caller's memory wherever it runs.
+    repo.write("metrics.py", METRICS.format(move=""))
+    repo.commit("no move")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    [finding] = result.json["findings"]
+    assert finding["rule"] == "RC102" and "on the CPU" not in finding["message"]

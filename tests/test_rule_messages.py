@@ -2132,3 +2132,28 @@ def test_a_sum_on_self_started_afresh_for_each_sequence_keeps_one_sequences_grap
     assert "on every call (it lives on `self`)" in once
     # A step number that starts nothing leaves the sum growing as before.
     assert len(_messages(LSA.format(start="if t == 0: print(t)"), "RC251")) == 1
+
+
+CONVERTER = """
+import numpy
+import torch
+{other}
+
+
+def paddle_to_torch(layer, module):
+    arrays = {{}}
+    for param in layer.named_parameters():
+        arrays[param[0]] = param[1].numpy()
+    for name, param in module.named_parameters():
+        param.data = torch.from_numpy(numpy.transpose(arrays[name]))
+"""
+
+
+def test_a_layer_beside_another_framework_with_torchs_method_names_is_not_taken_for_a_module() -> None:
+    # PytorchOCR's padiff converters: `layer` is a Paddle layer, whose parameters' `.numpy()`
+    # is how Paddle hands out their values; only the import says which framework it is.
+    assert _messages(CONVERTER.format(other="import paddle"), "RC321") == []
+    assert _messages(CONVERTER.format(other="from paddle import nn as pnn"), "RC321") == []
+    # In a file of torch alone, `named_parameters()` is a module's and `.numpy()` raises.
+    [raises] = _messages(CONVERTER.format(other=""), "RC321")
+    assert "`param[1]` requires grad" in raises

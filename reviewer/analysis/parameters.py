@@ -127,7 +127,7 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
         default = cx.ev(param.default)
         if default.kind in (Kind.SCALAR, Kind.NONE, Kind.OTHER):
             kind = Kind.OTHER if default.kind is Kind.OTHER else Kind.UNKNOWN
-    if kind is Kind.UNKNOWN:
+    if kind is Kind.UNKNOWN and not _beside_a_lookalike(cx):
         kind = evidence.kind_of(name)
     if kind is Kind.UNKNOWN and param.default is None and cx.in_forward and _first_input(cx, param) and not _list_of_inputs(cx, name) and not _keyed_container(cx, name) and _may_name_a_tensor(param):
         kind = Kind.TENSOR  # nn.Module.forward(self, x): x is the input tensor
@@ -142,6 +142,16 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
     if kind is Kind.OPTIMIZER:
         return Value(kind=Kind.OPTIMIZER, grad=Tri.NO, roots=frozenset((roots.unknown_optimizer(name),)), origin=origin)
     return Value(kind=kind, roots=own, origin=origin)
+
+
+# Frameworks whose layers and tensors have torch's method names (`named_parameters()`,
+# `state_dict()`, `.numpy()`, `.detach()`): in a file that imports one, those uses say nothing
+# about which framework a parameter belongs to (PaddleOCR's converters take both).
+_LOOKALIKE_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+(?:paddle|jittor|mindspore|oneflow|megengine)\b", re.MULTILINE)
+
+
+def _beside_a_lookalike(cx: Context) -> bool:
+    return cx.file.once("imports a torch lookalike", lambda: bool(_LOOKALIKE_IMPORT.search(cx.file.text)))
 
 
 def parametrized(fn: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.semantics import api
+from review_copies.analysis.signature import Signature
 from review_copies.index.calls import calls_passing
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
@@ -40,29 +41,6 @@ class Kept:
     attr: str
     line: int
     how: str  # "accumulates" | "stores"
-
-
-@dataclass(frozen=True)
-class Signature:
-    """What a function accepts (after `self`): a call that could not bind to it is a call
-    of another function of the same name (`conv.transformation(x, emb=e)` is not
-    `transformation(self, x, x_0)`'s)."""
-
-    positional: tuple[str, ...]
-    required: int  # the leading positional parameters without a default
-    keyword_only: frozenset[str] = frozenset()
-    varargs: bool = False
-    varkw: bool = False
-
-    def admits(self, call: Facts) -> bool:
-        if call.get("spread", True):
-            return True
-        n, keywords = len(call["pos"]), set(call["kw"])
-        if n > len(self.positional) and not self.varargs:
-            return False
-        if not self.varkw and keywords - set(self.positional[n:]) - self.keyword_only:
-            return False
-        return all(p in keywords for p in self.positional[n:self.required])
 
 
 @dataclass
@@ -249,7 +227,7 @@ class RepoIndex:
 
         return _all_without_graph(defs()) is True
 
-    def called_grad_off(self, name: str, kind: str, depth: int = 3, origin: str | None = None) -> bool:
+    def called_grad_off(self, name: str, kind: str, depth: int = 3, origin: str | None = None, accepts: Signature | None = None) -> bool:
         """Whether every call of the function `name` outside the tests runs with autograd off,
         and there is one: under `with torch.no_grad():`, from a function decorated so, or from
         a function that is itself only ever called so (followed `depth` calls up). Tests
@@ -258,7 +236,9 @@ class RepoIndex:
         does not show (a trainer's `training_step`, a module's `forward`). `origin`, the file
         that defines the function: a file that defines a function of the same name, or
         imports it from another module, calls that one (recipes that each have their own
-        `beam_search.py` and `decode_dataset`), not this one."""
+        `beam_search.py` and `decode_dataset`), not this one. `accepts`, what the function
+        takes: a call that could not bind to it (`net.load_from(weights=w)` beside
+        `load_from(self, weights, n_block, n_unit)`) calls another of the same name."""
         if not _visible(name, kind):
             return False
         seen = False
@@ -269,7 +249,7 @@ class RepoIndex:
             if kind == "function" and origin is not None and path != origin and (name in facts.get("functions", {}) or self._imports_another(path, name, origin)):
                 continue
             for call in facts.get("calls", []):
-                if call["callee"] != name:
+                if call["callee"] != name or (accepts is not None and not accepts.admits(call)):
                     continue
                 if not call.get("off"):
                     caller, caller_kind = call.get("in", ("", "module"))

@@ -12,7 +12,6 @@ from review_copies.analysis.rewrite import atom, kwarg, method, out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name
 from review_copies.analysis.syntax import dotted as dotted_name
-from review_copies.index.repo import Signature
 
 
 def attribute_source(expr: cst.BaseExpression) -> bool:
@@ -96,17 +95,3 @@ def written_through(flow: FunctionFlow, name: str, after_line: int) -> cst.CSTNo
 
     flow.scope.node.visit(Find())
     return min(found, key=file.line_of) if found else None
-
-
-def signature_of(fn: cst.FunctionDef, method: bool) -> Signature:
-    """What the function accepts (after `self` for a method), for the index's questions about its calls."""
-    params = fn.params
-    positional = [p for p in (*params.posonly_params, *params.params)][1 if method else 0 :]
-    required = next((i for i, p in enumerate(positional) if p.default is not None), len(positional))
-    return Signature(
-        positional=tuple(p.name.value for p in positional),
-        required=required,
-        keyword_only=frozenset(p.name.value for p in params.kwonly_params),
-        varargs=isinstance(params.star_arg, cst.Param),
-        varkw=params.star_kwarg is not None,
-    )

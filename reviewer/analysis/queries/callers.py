@@ -17,6 +17,7 @@ from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.later import assigned_names, read_later
 from review_copies.analysis.semantics import api
+from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, names_in
 
 
@@ -301,7 +302,8 @@ def called_grad_off_in_repository(flow: FunctionFlow) -> bool:
     if scope is None or scope.kind == "class":
         return False
     key = ("called_grad_off", scope.qualname)
-    return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind, origin=flow.file.path)))
+    accepts = signature_of(scope.node, scope.takes_self) if isinstance(scope.node, cst.FunctionDef) else None
+    return bool(flow.file.once(key, lambda: flow.index.called_grad_off(scope.name, scope.kind, origin=flow.file.path, accepts=accepts)))
 
 
 def reached_only_by_reference(flow: FunctionFlow) -> bool:

@@ -14,10 +14,11 @@ from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, read
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
+from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
-from review_copies.rules._common import attribute_source, copy_at_binding, signature_of, write_fix
+from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
 from review_copies.rules.base import Hit, Rule
 
 

@@ -30,7 +30,7 @@ from review_copies.analysis.queries.intent import (
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, short_code
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
 from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop
@@ -465,6 +465,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         else:
             how = f" (`{writer}` shares its memory: {short_code(bind.expr) if bind and bind.expr else writer})"
         maybe = "" if write.target.certain else " when the conversion returns the same tensor (matching dtype, device and layout)"
+        if not maybe and bind is not None and bind.expr is not None and _MOVED_TO_CPU.search(code_of(bind.expr)) and flow.params[arg].device is not Device.CPU:
+            maybe = f" when `{arg}` is on the CPU already (`.cpu()` returns that same tensor; of a GPU tensor it makes a copy)"
         where = f"`{flow.scope.name}`" if flow.scope else "this function"
         noun = "array" if write.target.kind is Kind.NDARRAY else "tensor"
         message = (
@@ -475,6 +477,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         yield Hit(write.node, message, fix, anchors=(bind.node,) if bind is not None else ())
 
 
+# `pred[i].cpu().detach().numpy()`: a copy only of a tensor that is not on the CPU yet.
+_MOVED_TO_CPU = re.compile(r"\.cpu\(\)")
 # `.div_(255)`, `/= 255.0`, `.mul_(1 / 255)`: 8-bit pixel values scaled into [0, 1].
 _PIXEL_SCALING = re.compile(r"(\.div_\(\s*|/=\s*|\.mul_\(\s*1\.?0*\s*/\s*|\*=\s*1\.?0*\s*/\s*)255(\.0*)?\b")
 # The file makes 8-bit data (`dtype=torch.uint8`, `.byte()`, `np.uint8`).

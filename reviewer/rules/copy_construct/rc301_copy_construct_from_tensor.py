@@ -11,11 +11,11 @@ from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
+from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import code_of, is_name
 from review_copies.analysis.values import Tri, Value
 from review_copies.index.arrays import callers_pass_arrays
 from review_copies.model.findings import Category, Severity
-from review_copies.rules._common import signature_of
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
