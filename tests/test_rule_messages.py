@@ -2157,3 +2157,24 @@ def test_a_layer_beside_another_framework_with_torchs_method_names_is_not_taken_
     # In a file of torch alone, `named_parameters()` is a module's and `.numpy()` raises.
     [raises] = _messages(CONVERTER.format(other=""), "RC321")
     assert "`param[1]` requires grad" in raises
+
+
+SPARSE_TO_TORCH = """
+import numpy as np
+import torch
+def sparse_mx_to_torch_sparse_tensor(sparse_mx):
+    {convert}
+    indices = torch.from_numpy(np.vstack((coo.row, coo.col)).astype(np.int64))
+    values = torch.Tensor(coo.data)
+    return torch.sparse_coo_tensor(indices, values, torch.Size(coo.shape))
+"""
+
+
+def test_what_a_sparse_matrix_method_returns_is_a_matrix_whose_data_is_an_array() -> None:
+    # hgcn's helper: `sparse_mx.tocoo()` is SciPy's, so `.data` is the matrix's values, an
+    # ndarray that `torch.Tensor(...)` copies into a new tensor, not an alias of a tensor.
+    assert _messages(SPARSE_TO_TORCH.format(convert="coo = sparse_mx.tocoo()"), "RC302") == []
+    assert _messages(SPARSE_TO_TORCH.format(convert="coo = sparse_mx = sparse_mx.tocsr().tocoo()"), "RC302") == []
+    # A tensor's own sparse conversion keeps `.data` a tensor's, which the constructor aliases.
+    [alias] = _messages(SPARSE_TO_TORCH.format(convert="coo = sparse_mx.to_sparse_coo().coalesce()"), "RC302")
+    assert "does not copy" in alias

@@ -49,6 +49,8 @@ class UsageEvidence:
             return self.documented[name]
         methods = self.methods.get(name, set())
         attrs = self.attributes.get(name, set())
+        if methods & api.SPARSE_MATRIX_METHODS:
+            return Kind.OTHER  # `sparse_mx.tocoo()`: a SciPy matrix, whose `.data` is an ndarray
         if methods & (api.MODULE_ONLY_METHODS - {"state_dict", "load_state_dict"}):
             return Kind.MODULE
         if name in self.called and methods & {"state_dict", "load_state_dict", "to", "cuda", "zero_grad"}:

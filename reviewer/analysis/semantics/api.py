@@ -142,6 +142,10 @@ TENSOR_ONLY_METHODS = frozenset(
 )
 TENSOR_ONLY_ATTRIBUTES = frozenset(("grad", "grad_fn", "requires_grad", "is_leaf", "data", "dtype", "T", "mT"))
 
+# Methods only a SciPy sparse matrix has (a tensor's sparse API is `to_sparse_coo()`,
+# `to_dense()`): what calls one is a matrix, whose `.data` is an ndarray of its values.
+SPARSE_MATRIX_METHODS = frozenset("tocoo tocsr tocsc tolil todok todia tobsr toarray getnnz eliminate_zeros sum_duplicates".split())
+
 MODULE_CLASS_PREFIXES = ("torch.nn.", "nn.")
 # Libraries whose functions never return a tensor, though their objects may look like one
 # (a SciPy sparse matrix's `.data`, a DataFrame's `.values`). NumPy is modelled on its own.

@@ -24,6 +24,8 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     if method == "backward":
         cx.emit(Backward, node, value=recv, retains=retains_graph(node), outputs=func.value)
         return NONE
+    if method in api.SPARSE_MATRIX_METHODS and recv.kind is not Kind.TENSOR:
+        return Value(kind=Kind.OTHER, grad=Tri.NO)  # `adj.tocoo()`: a SciPy matrix, never a tensor
     if recv.kind is Kind.MODULE:
         return call_module_method(cx, node, recv, method, args, kwargs)
     if recv.kind is Kind.OPTIMIZER:

@@ -93,6 +93,19 @@ class PerIterationCloneIntoNewTensor(Rule):
         Valid(
             """
             import torch
+            def children(parent_value: torch.Tensor, parent_label: torch.Tensor, n: int, sigma: float):
+                found = []
+                for _ in range(n):
+                    child_value = parent_value + sigma * torch.randn_like(parent_value)
+                    child_label = parent_label.clone()
+                    found.append((child_value, child_label))
+                return found
+            """,
+            "each copy is kept, inside the tuple the loop appends",
+        ),
+        Valid(
+            """
+            import torch
             def f(meshes, offsets: torch.Tensor):
                 areas = []
                 for offset in offsets:
@@ -231,8 +244,8 @@ class PerIterationCloneIntoNewTensor(Rule):
             if any(isinstance(e, Bind) and e.name in rebound and set(e.loops) & {bind.loops[-1]} for e in flow.events):
                 continue  # the source changes every iteration
             roots = bind.value.roots
-            kept = any(isinstance(e, Store) and e.value.roots & roots for e in flow.events) or any(
-                type(e).__name__ == "Return" and e.value.roots & roots for e in flow.events
+            kept = any(isinstance(e, Store) and _held_roots(e.value) & roots for e in flow.events) or any(
+                type(e).__name__ == "Return" and _held_roots(e.value) & roots for e in flow.events
             )
             holders = {bind.name} | _aliases_in_loop(flow, bind, loop)
             used_after = any(isinstance(e, Use) and e.name in holders and e.line > loop.end for e in flow.events)
@@ -248,6 +261,16 @@ class PerIterationCloneIntoNewTensor(Rule):
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
+
+
+def _held_roots(value: Value, depth: int = 3) -> frozenset[str]:
+    """The storages a value keeps, its items' included: `children.append((child, label))`
+    keeps `label`'s clone inside the tuple it appends."""
+    held = value.roots
+    if depth > 0:
+        for item in (*(value.items or ()), *((value.element,) if value.element is not None else ())):
+            held |= _held_roots(item, depth - 1)
+    return held
 
 
 def _set_once(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
