@@ -2178,3 +2178,31 @@ def test_what_a_sparse_matrix_method_returns_is_a_matrix_whose_data_is_an_array(
     # A tensor's own sparse conversion keeps `.data` a tensor's, which the constructor aliases.
     [alias] = _messages(SPARSE_TO_TORCH.format(convert="coo = sparse_mx.to_sparse_coo().coalesce()"), "RC302")
     assert "does not copy" in alias
+
+
+LEAPFROG = """
+import torch
+from .utils import copy_or_set_
+
+
+def leapfrog(p: torch.Tensor, r: torch.Tensor, epsilon: float, retract):
+    r.add_(epsilon * p.grad)
+    p_new, r_new = retract(p, r * epsilon, r)
+    {write}
+    r.copy_(r_new)
+"""
+
+
+def _change_messages(base: str, new: str, rule: str) -> list[str]:
+    old_text, new_text = (textwrap.dedent(t).lstrip("\n") for t in (base, new))
+    return [f.message for f in review_file(example_job("m.py", new_text, old_text, (rule,))).findings]
+
+
+def test_a_base_that_wrote_the_argument_through_an_in_place_helper_already_wrote_it() -> None:
+    # geoopt's "remove unsafe copy or set": `copy_or_set_(p, p_)` became `p.copy_(p_)`. The
+    # helper's trailing underscore is torch's in-place convention: the base wrote `p` too.
+    base = LEAPFROG.format(write="copy_or_set_(p, p_new)")
+    assert _change_messages(base, LEAPFROG.format(write="p.copy_(p_new)"), "RC112") == []
+    # A helper without the underscore says nothing of writing: the change's write is new.
+    [new_write] = _change_messages(LEAPFROG.format(write="keep(p, p_new)"), LEAPFROG.format(write="p.copy_(p_new)"), "RC112")
+    assert "write into its argument `p`" in new_write

@@ -183,6 +183,12 @@ def _statements(parsed: ParsedFile, fn: cst.FunctionDef) -> list[_Statement]:
     return out
 
 
+# `copy_or_set_(p, new)`, `nn.init.normal_(w)`: a function named with a trailing underscore,
+# as torch names its in-place ops, writes the tensor it is given first.
+# (A bare name or `nn.init`'s: after another receiver, `out.add_(p)` writes `out`, not `p`.)
+_INPLACE_HELPER = re.compile(r"^(?:(?:torch\.)?(?:nn\.)?init\.)?[A-Za-z]\w*[^_\W]_\(\s*(\w+)\s*[,)]")
+
+
 def _base_writes(parsed: ParsedFile, fn: cst.FunctionDef) -> frozenset[str]:
     params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
     written: set[str] = set()
@@ -198,6 +204,9 @@ def _base_writes(parsed: ParsedFile, fn: cst.FunctionDef) -> frozenset[str]:
         copy_into = re.match(r"^(\w+)(\.data)?\.copy_\(", code)
         if copy_into:
             written.add(copy_into.group(1))
+        helper = _INPLACE_HELPER.match(code)
+        if helper:
+            written.add(helper.group(1))
     return frozenset(written & params)
 
 

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Event, FunctionFlow, Return, Store
+from review_copies.analysis import roots
+from review_copies.analysis.events import Bind, Event, FunctionFlow, Return, Store, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
 from review_copies.analysis.syntax import dotted as dotted_name
 from review_copies.analysis.syntax import names_in, short_code
@@ -103,6 +104,31 @@ class ChangeDropsSnapshotCopy(Rule):
                 return plan
             """,
         ),
+        Valid(
+            """
+            import torch
+            def unpack(params: torch.Tensor, dims: list[tuple[int, int]]):
+                layer_params = []
+                for in_dim, out_dim in dims:
+                    this, params = params[:, : (in_dim + 1) * out_dim], params[:, (in_dim + 1) * out_dim :]
+                    bias, weight = this[:, :out_dim], this[:, out_dim:]
+                    layer_params.append(weight.view(weight.size(0), in_dim + 1, out_dim))
+                    layer_params.append(bias)
+                return layer_params
+            """,
+            "views of the argument gathered into the list it returns, and nothing here writes in place: the copies kept nothing from a change",
+            before="""
+            import torch
+            def unpack(params: torch.Tensor, dims: list[tuple[int, int]]):
+                layer_params = []
+                for in_dim, out_dim in dims:
+                    this, params = params[:, : (in_dim + 1) * out_dim], params[:, (in_dim + 1) * out_dim :]
+                    bias, weight = this[:, :out_dim], this[:, out_dim:]
+                    layer_params.append(weight.view(weight.size(0), in_dim + 1, out_dim).clone())
+                    layer_params.append(bias.clone())
+                return layer_params
+            """,
+        ),
     )
     INVALID = (
         Invalid(
@@ -176,6 +202,8 @@ class ChangeDropsSnapshotCopy(Rule):
                 continue
             if all(d.what in _GENERIC_COPIES for d in dropped) and not _holds_tensors(flow.value(value)) and not _source_written(flow, value, event.line):
                 continue  # a deep copy of something not known to hold tensors, whose source nothing here changes: no evidence of a change
+            if _handed_back_unchanged(flow, event):
+                continue  # views of what the caller passed, gathered into a list it gets back: nothing here changes them
             reported.add(event.line)
             message = (
                 f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: what is kept is now `{short_code(value)}` "
@@ -183,6 +211,23 @@ class ChangeDropsSnapshotCopy(Rule):
                 "the buffer) changes the kept value too. Keep the copy."
             )
             yield Hit(event.node, message, restore(event.stmt, dropped))
+
+
+def _handed_back_unchanged(flow: FunctionFlow, event: Event) -> bool:
+    """ffjord's `_unpack_params(params)`: `layer_params.append(weight)`, `weight` a view of the
+    argument, into a local list the function returns, and nothing in the function writes
+    into anything in place after it (no step, no fill): the copy kept nothing from a change
+    the function makes, and whether the caller changes its own tensor later is its own."""
+    if not isinstance(event, Store) or "." in event.container or event.container not in _returned_names(flow):
+        return False
+    held = event.value.roots
+    if not held or not all(roots.argument_name(r) is not None for r in held):
+        return False
+    return not any(isinstance(e, Write) for e in flow.after(event))
+
+
+def _returned_names(flow: FunctionFlow) -> set[str]:
+    return {e.value_node.value for e in flow.of(Return) if isinstance(e.value_node, cst.Name)}
 
 
 def _value_node(event: Event) -> cst.BaseExpression | None:
