@@ -106,6 +106,22 @@ class PerIterationCloneIntoNewTensor(Rule):
         Valid(
             """
             import torch
+            def run(layers, x: torch.Tensor, edge_attr: torch.Tensor, recalc):
+                original_edge_attr = edge_attr.clone()
+                for i, layer in enumerate(layers):
+                    edge_attr = torch.cat([edge_attr[:, :-1], edge_attr[:, -1:].long().float()], dim=-1)
+                    x = layer(x, edge_attr)
+                    if recalc is not None:
+                        edge_attr = recalc(x.detach())
+                    else:
+                        edge_attr = original_edge_attr.clone()
+                return x
+            """,
+            "the next pass reads `edge_attr` before setting it: each copy lives into the next iteration",
+        ),
+        Valid(
+            """
+            import torch
             def f(meshes, offsets: torch.Tensor):
                 areas = []
                 for offset in offsets:
@@ -251,6 +267,8 @@ class PerIterationCloneIntoNewTensor(Rule):
             used_after = any(isinstance(e, Use) and e.name in holders and e.line > loop.end for e in flow.events)
             if kept or used_after or bind.value.kind is not Kind.TENSOR:
                 continue
+            if _carried(flow, bind, loop):
+                continue  # read by the next iteration before it is set again: the copy outlives its iteration
             if _used_as_other_class(flow, {src_name, bind.name}):
                 continue  # `mesh.clone()`, `cameras.clone()`: other classes clone too, and `empty_like` fits only tensors
             if not bind.no_grad and bind.value.grad is not Tri.NO and _outlives_iteration(flow, bind, loop):
@@ -261,6 +279,15 @@ class PerIterationCloneIntoNewTensor(Rule):
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
+
+
+def _carried(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
+    """egnn's `else: edge_attr = original_edge_attr.clone()` at the end of a layer loop whose
+    next pass starts by reading `edge_attr`: the name's first event in the loop body is a
+    read, so each iteration's copy lives on into the next."""
+    inside = [e for e in flow.events if isinstance(e, (Use, Bind)) and e.name == bind.name and loop.start <= e.line <= loop.end]
+    first = min(inside, key=lambda e: e.index, default=None)
+    return isinstance(first, Use) and first.index < bind.index
 
 
 def _held_roots(value: Value, depth: int = 3) -> frozenset[str]:
