@@ -2206,3 +2206,28 @@ def test_a_base_that_wrote_the_argument_through_an_in_place_helper_already_wrote
     # A helper without the underscore says nothing of writing: the change's write is new.
     [new_write] = _change_messages(LEAPFROG.format(write="keep(p, p_new)"), LEAPFROG.format(write="p.copy_(p_new)"), "RC112")
     assert "write into its argument `p`" in new_write
+
+
+RECORD = """
+{imports}
+
+
+class PPO:
+    def record_transition(self, states, rewards, truncated, timestep):
+        # see torch.optim.lr_scheduler for the schedulers
+        values = self.value(states)
+        {bootstrap}
+        self.memory.add_samples(states=states, rewards=rewards, values=values)
+"""
+
+
+def test_a_file_of_another_array_framework_that_names_torch_only_in_words_is_not_reviewed_as_torch() -> None:
+    # skrl's JAX agents: `rewards += gamma * values * truncated` builds a new JAX array, and
+    # the file says "torch" only in a comment. The torch agent beside it writes the caller's
+    # tensor with the same line.
+    before = RECORD.format(imports="{imports}", bootstrap="pass")
+    after = RECORD.format(imports="{imports}", bootstrap="rewards += 0.99 * values * truncated")
+    for jax_imports in ("import jax\nimport jax.numpy as jnp", "import tensorflow as tf"):
+        assert _change_messages(before.format(imports=jax_imports), after.format(imports=jax_imports), "RC112") == []
+    [torch_write] = _change_messages(before.format(imports="import torch"), after.format(imports="import torch"), "RC112")
+    assert "write into its argument `rewards`" in torch_write

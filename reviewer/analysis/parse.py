@@ -49,6 +49,18 @@ def mentions_torch(text: str) -> bool:
     return any(marker in text for marker in TORCH_MARKERS)
 
 
+# Array frameworks whose `x += y` and `x.at[i].set(v)` build new arrays, or whose tensors
+# copy by other rules: a file that imports one of them and nothing of torch is not torch code,
+# whatever its comments say ("see torch.optim.lr_scheduler").
+_OTHER_FRAMEWORKS = ("jax", "tensorflow", "mlx", "paddle", "jittor", "mindspore", "oneflow", "megengine")
+
+
+def another_framework_only(imports: ImportMap) -> bool:
+    """The file imports another array framework and no torch module (at any depth)."""
+    modules = {q.split(".", 1)[0] for qualnames in (*imports.module_level.values(), *(n for table in imports.local.values() for n in table.values())) for q in qualnames}
+    return "torch" not in modules and bool(modules.intersection(_OTHER_FRAMEWORKS))
+
+
 # ----------------------------------------------------------------------------- imports
 
 

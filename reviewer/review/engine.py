@@ -18,7 +18,7 @@ import libcst as cst
 from review_copies.analysis.analyze import analyze_file
 from review_copies.analysis.change import FunctionChange, compare
 from review_copies.analysis.events import FunctionFlow
-from review_copies.analysis.parse import ParsedFile, SourceProblem, mentions_torch, parse
+from review_copies.analysis.parse import ParsedFile, SourceProblem, another_framework_only, mentions_torch, parse
 from review_copies.index.repo import RepoIndex
 from review_copies.model.findings import Finding, Note
 from review_copies.review import fixes
@@ -91,6 +91,9 @@ def _review_file(job: FileJob) -> FileResult:
         parsed = parse(job.path, job.text)
     except SourceProblem as problem:
         result.notes.append(Note(str(problem), job.path))
+        return result
+    if another_framework_only(parsed.imports):
+        result.mentions_torch = False  # JAX or TensorFlow code that names torch only in words
         return result
     result.notes.extend(Note(note, job.path) for note in parsed.notes)
     result.parsed = True

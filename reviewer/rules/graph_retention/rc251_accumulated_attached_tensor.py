@@ -279,6 +279,22 @@ _VALID = (
         """,
         "started afresh when the caller begins a sequence (`t == 0`): the sum spans one decoding, whose backward needs it, not every call",
     ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+        class LSeg(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.head = nn.Linear(dim, dim)
+                self.logit_scale = nn.Parameter(torch.ones([]) * np.log(1 / 0.07)).exp()
+            def forward(self, x: torch.Tensor, text_features: torch.Tensor):
+                self.logit_scale = self.logit_scale.to(x.device)
+                return self.logit_scale * self.head(x) @ text_features.t() + self.head.bias
+        """,
+        "`.to(device)` of its own value returns the tensor itself once it is there: converted once, not summed",
+    ),
 )
 
 _INVALID = (
@@ -367,6 +383,8 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if acc.name.endswith(".data"):
             continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
+        if _converted_in_place_of_itself(acc):
+            continue  # `self.scale = self.scale.to(x.device)`: the same tensor once it is there, not a sum
         if persistent and _restarted_on_request(flow, acc):
             continue  # `if t == 0: self.init_attention(x)`: the caller starts the sum afresh for each sequence
         if _rebound_this_call(flow, acc):
@@ -496,3 +514,18 @@ def _starting_methods(cls: cst.ClassDef | None, name: str) -> frozenset[str]:
         if isinstance(stmt, cst.FunctionDef) and any(_starts(s, name, frozenset()) for s in stmt.body.body):
             found.add(stmt.name.value)
     return frozenset(found)
+
+
+# Conversions that return their receiver when nothing changes: applied to a name's own value
+# again and again, they convert it once.
+_IDEMPOTENT_CONVERSIONS = frozenset("to cuda cpu float half double bfloat16 type type_as contiguous".split())
+
+
+def _converted_in_place_of_itself(acc: Accumulate) -> bool:
+    """vlmaps' LSeg: `self.logit_scale = self.logit_scale.to(x.device)` on every call. After the
+    first call the conversion returns the tensor itself: no node is added, nothing piles up."""
+    node = acc.value_node
+    seen = False
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _IDEMPOTENT_CONVERSIONS:
+        node, seen = node.func.value, True
+    return seen and dotted(node) == acc.name

@@ -16,6 +16,217 @@ from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.graph_retention.helpers import backward_on, detached
 
+_VALID = (
+    Valid(
+        """
+        import torch
+        import torch.nn.functional as F
+        def inner_loop(fnet, inputs, labels, lr: float, num_steps: int = 1):
+            fast_weights = list(fnet.parameters())
+            train_losses = []
+            for _ in range(num_steps):
+                loss = F.mse_loss(fnet(inputs, params=fast_weights), labels)
+                grads = torch.autograd.grad(loss, fast_weights, create_graph=True)
+                fast_weights = [w - lr * g for w, g in zip(fast_weights, grads)]
+                train_losses.append(loss)
+            return fast_weights, train_losses
+        """,
+        "an inner loop of meta-learning: the next fast weights are built from `create_graph=True` gradients of the loss, so they hold its graph anyway",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class Pulse(nn.Module):
+            def __init__(self, hamil, n_steps: int):
+                super().__init__()
+                self.hamil = hamil
+                self.shape = nn.Parameter(torch.ones(n_steps))
+                self.n_steps = n_steps
+            def get_unitary(self):
+                unitary_per_step = []
+                for k in range(self.n_steps):
+                    unitary_per_step.append(torch.matrix_exp(-1j * self.hamil * self.shape[k]))
+                u = unitary_per_step[0]
+                for step in unitary_per_step[1:]:
+                    u = u @ step
+                return u
+        """,
+        "time steps of one evolution, multiplied into the result after the loop: the graph is the result's",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        from mmengine.model import BaseModule
+        class DICNet(BaseModule):
+            def __init__(self, num_steps: int):
+                super().__init__()
+                self.num_steps = num_steps
+                self.block = nn.Conv2d(3, 3, 3, padding=1)
+                self.conv_last = nn.Conv2d(3, 3, 3, padding=1)
+            def forward(self, x):
+                sr_outputs = []
+                for step in range(self.num_steps):
+                    sr = self.conv_last(self.block(x))
+                    sr_outputs.append(sr)
+                return sr_outputs
+        """,
+        "a model's forward keeps each refinement step's output for the loss: the loop is the model's computation, not a training loop (the base class comes from another package)",
+    ),
+    Valid(
+        """
+        import torch
+        class Offload:
+            def __init__(self):
+                self.hooks = []
+            def attach(self, module):
+                self.hooks.append(module.register_forward_hook(self._post))
+                self.hooks.append(module.register_forward_pre_hook(self._pre))
+            def _pre(self, module, inputs):
+                return None
+            def _post(self, module, inputs, output):
+                return None
+        """,
+        "nn.Module's own methods return hook handles, not a submodule's output: nothing attached is kept",
+    ),
+    Valid(
+        """
+        import torch
+        def train(model, loader, optimizer):
+            losses = []
+            for x, y in loader:
+                loss = (model(x) - y).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+            return losses
+        """
+    ),
+    Valid(
+        """
+        import torch
+        def multi_loss(model, batches):
+            losses = []
+            for x, y in batches:
+                losses.append((model(x) - y).pow(2).mean())
+            torch.stack(losses).sum().backward()
+        """,
+        "kept to be backpropagated together",
+    ),
+    Valid(
+        """
+        import torch
+        def compare(model, reference, loader, optimizer):
+            outputs = []
+            for step, (x, y) in enumerate(loader):
+                out = model(x)
+                out.sum().backward()
+                optimizer.step()
+                if step == 0:
+                    outputs.append(out)
+                else:
+                    with torch.no_grad():
+                        outputs[0].copy_(out)
+            return outputs
+        """,
+        "stored in the first step only: one step's graph is kept, and memory does not grow with the steps",
+    ),
+    Valid(
+        """
+        import torch
+        class Fitter:
+            def __init__(self):
+                self.opt_params = []
+            def set_param(self, param: torch.Tensor):
+                param.requires_grad = True
+                self.opt_params.append(param)
+        """,
+        "setting `requires_grad` raises on anything but a leaf: what is stored is a leaf to optimize, with no graph",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class Runner:
+            def __init__(self, model: nn.Module, n: int):
+                self.model = model
+                self.pose_vecs = nn.Embedding(n, 7)
+            def run(self, loader, plot_loader, optimizer):
+                indices, model_input, ground_truth = next(iter(plot_loader))
+                for indices, model_input, ground_truth in loader:
+                    pose_input = self.pose_vecs(indices)
+                    model_input["pose"] = pose_input
+                    loss = (self.model(model_input) - ground_truth).abs().mean()
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        "`model_input` is each step's own batch dict, bound anew by the loop: what is stored in it goes with the step",
+    ),
+    Valid(
+        """
+        import numpy as np
+        def get_embeddings(model_interf, batches):
+            embs = []
+            for batch in batches:
+                embs.extend(model_interf(batch))
+            return np.array(embs)
+        """,
+        "`np.array(embs)` would raise on a tensor that requires grad: the callable hands back arrays or detached values",
+    ),
+    Valid(
+        """
+        import torch
+        def fit(solver, batch, num_epochs: int):
+            radius = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
+            opt = torch.optim.Adam([radius], lr=0.1)
+            inputs = dict(batch)
+            for epoch in range(num_epochs):
+                opt.zero_grad()
+                inputs["log_radius"] = radius.unsqueeze(1).clone()
+                loss = solver(inputs).sum()
+                loss.backward()
+                opt.step()
+        """,
+        "the same key in every pass: the entry is replaced, so the dict holds one step's tensor, not one per step",
+    ),
+    Valid(
+        """
+        import torch
+        def unroll(model, predicted, unpredicted, n_in: int, steps: int):
+            unpred_i, pred_i = unpredicted[:, :n_in], predicted[:, :n_in]
+            model_predicted = []
+            for i in range(steps):
+                model_pred_i = model(torch.cat([pred_i, unpred_i], dim=2).flatten(1, 2))
+                model_predicted.append(model_pred_i)
+                unpred_i = unpredicted[:, i : n_in + i]
+                pred_i = torch.cat([pred_i[:, 1:], model_pred_i.unsqueeze(1)], dim=1)
+            return torch.stack(model_predicted, dim=1)
+        """,
+        "a rollout: each prediction feeds the next input, so the last one's graph holds every earlier one anyway",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class HistoryHead(nn.Module):
+            def __init__(self, dim: int, history_len: int):
+                super().__init__()
+                self.fc = nn.Linear(dim, dim)
+                self.history_len = history_len
+                self.history_memory = []
+            def forward(self, feature: torch.Tensor):
+                feature = self.fc(feature)
+                self.history_memory.append(feature)
+                while len(self.history_memory) > self.history_len:
+                    self.history_memory.pop(0)
+                return torch.cat(self.history_memory, dim=1).mean(dim=1)
+        """,
+        "a window of the last `history_len` steps: the method drops the oldest itself, so the list does not grow call after call",
+    ),
+)
+
 
 class StoredAttachedTensor(Rule):
     """
@@ -56,197 +267,7 @@ class StoredAttachedTensor(Rule):
     prefilter = ("append", "[", "self.", "extend", "insert")
     recipes = ("retention",)
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            import torch.nn.functional as F
-            def inner_loop(fnet, inputs, labels, lr: float, num_steps: int = 1):
-                fast_weights = list(fnet.parameters())
-                train_losses = []
-                for _ in range(num_steps):
-                    loss = F.mse_loss(fnet(inputs, params=fast_weights), labels)
-                    grads = torch.autograd.grad(loss, fast_weights, create_graph=True)
-                    fast_weights = [w - lr * g for w, g in zip(fast_weights, grads)]
-                    train_losses.append(loss)
-                return fast_weights, train_losses
-            """,
-            "an inner loop of meta-learning: the next fast weights are built from `create_graph=True` gradients of the loss, so they hold its graph anyway",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            class Pulse(nn.Module):
-                def __init__(self, hamil, n_steps: int):
-                    super().__init__()
-                    self.hamil = hamil
-                    self.shape = nn.Parameter(torch.ones(n_steps))
-                    self.n_steps = n_steps
-                def get_unitary(self):
-                    unitary_per_step = []
-                    for k in range(self.n_steps):
-                        unitary_per_step.append(torch.matrix_exp(-1j * self.hamil * self.shape[k]))
-                    u = unitary_per_step[0]
-                    for step in unitary_per_step[1:]:
-                        u = u @ step
-                    return u
-            """,
-            "time steps of one evolution, multiplied into the result after the loop: the graph is the result's",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            from mmengine.model import BaseModule
-            class DICNet(BaseModule):
-                def __init__(self, num_steps: int):
-                    super().__init__()
-                    self.num_steps = num_steps
-                    self.block = nn.Conv2d(3, 3, 3, padding=1)
-                    self.conv_last = nn.Conv2d(3, 3, 3, padding=1)
-                def forward(self, x):
-                    sr_outputs = []
-                    for step in range(self.num_steps):
-                        sr = self.conv_last(self.block(x))
-                        sr_outputs.append(sr)
-                    return sr_outputs
-            """,
-            "a model's forward keeps each refinement step's output for the loss: the loop is the model's computation, not a training loop (the base class comes from another package)",
-        ),
-        Valid(
-            """
-            import torch
-            class Offload:
-                def __init__(self):
-                    self.hooks = []
-                def attach(self, module):
-                    self.hooks.append(module.register_forward_hook(self._post))
-                    self.hooks.append(module.register_forward_pre_hook(self._pre))
-                def _pre(self, module, inputs):
-                    return None
-                def _post(self, module, inputs, output):
-                    return None
-            """,
-            "nn.Module's own methods return hook handles, not a submodule's output: nothing attached is kept",
-        ),
-        Valid(
-            """
-            import torch
-            def train(model, loader, optimizer):
-                losses = []
-                for x, y in loader:
-                    loss = (model(x) - y).pow(2).mean()
-                    loss.backward()
-                    optimizer.step()
-                    losses.append(loss.item())
-                return losses
-            """
-        ),
-        Valid(
-            """
-            import torch
-            def multi_loss(model, batches):
-                losses = []
-                for x, y in batches:
-                    losses.append((model(x) - y).pow(2).mean())
-                torch.stack(losses).sum().backward()
-            """,
-            "kept to be backpropagated together",
-        ),
-        Valid(
-            """
-            import torch
-            def compare(model, reference, loader, optimizer):
-                outputs = []
-                for step, (x, y) in enumerate(loader):
-                    out = model(x)
-                    out.sum().backward()
-                    optimizer.step()
-                    if step == 0:
-                        outputs.append(out)
-                    else:
-                        with torch.no_grad():
-                            outputs[0].copy_(out)
-                return outputs
-            """,
-            "stored in the first step only: one step's graph is kept, and memory does not grow with the steps",
-        ),
-        Valid(
-            """
-            import torch
-            class Fitter:
-                def __init__(self):
-                    self.opt_params = []
-                def set_param(self, param: torch.Tensor):
-                    param.requires_grad = True
-                    self.opt_params.append(param)
-            """,
-            "setting `requires_grad` raises on anything but a leaf: what is stored is a leaf to optimize, with no graph",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            class Runner:
-                def __init__(self, model: nn.Module, n: int):
-                    self.model = model
-                    self.pose_vecs = nn.Embedding(n, 7)
-                def run(self, loader, plot_loader, optimizer):
-                    indices, model_input, ground_truth = next(iter(plot_loader))
-                    for indices, model_input, ground_truth in loader:
-                        pose_input = self.pose_vecs(indices)
-                        model_input["pose"] = pose_input
-                        loss = (self.model(model_input) - ground_truth).abs().mean()
-                        optimizer.zero_grad()
-                        loss.backward()
-                        optimizer.step()
-            """,
-            "`model_input` is each step's own batch dict, bound anew by the loop: what is stored in it goes with the step",
-        ),
-        Valid(
-            """
-            import numpy as np
-            def get_embeddings(model_interf, batches):
-                embs = []
-                for batch in batches:
-                    embs.extend(model_interf(batch))
-                return np.array(embs)
-            """,
-            "`np.array(embs)` would raise on a tensor that requires grad: the callable hands back arrays or detached values",
-        ),
-        Valid(
-            """
-            import torch
-            def fit(solver, batch, num_epochs: int):
-                radius = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
-                opt = torch.optim.Adam([radius], lr=0.1)
-                inputs = dict(batch)
-                for epoch in range(num_epochs):
-                    opt.zero_grad()
-                    inputs["log_radius"] = radius.unsqueeze(1).clone()
-                    loss = solver(inputs).sum()
-                    loss.backward()
-                    opt.step()
-            """,
-            "the same key in every pass: the entry is replaced, so the dict holds one step's tensor, not one per step",
-        ),
-        Valid(
-            """
-            import torch
-            def unroll(model, predicted, unpredicted, n_in: int, steps: int):
-                unpred_i, pred_i = unpredicted[:, :n_in], predicted[:, :n_in]
-                model_predicted = []
-                for i in range(steps):
-                    model_pred_i = model(torch.cat([pred_i, unpred_i], dim=2).flatten(1, 2))
-                    model_predicted.append(model_pred_i)
-                    unpred_i = unpredicted[:, i : n_in + i]
-                    pred_i = torch.cat([pred_i[:, 1:], model_pred_i.unsqueeze(1)], dim=1)
-                return torch.stack(model_predicted, dim=1)
-            """,
-            "a rollout: each prediction feeds the next input, so the last one's graph holds every earlier one anyway",
-        ),
-    )
+    VALID = _VALID
     INVALID = (
         Invalid(
             """
@@ -314,6 +335,8 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
         persistent = container.startswith("self.") and store.how in ("append", "extend", "insert") and not emptied_before(flow, container, store)
         if loop is None and not persistent:
             continue
+        if persistent and loop is None and _trimmed(flow, container):
+            continue  # a window the method trims itself (`self.history.pop(0)`): it does not grow call after call
         # The list must outlive a step: made before the step loop, not anew in each step.
         outer = step_loop(flow, store) if loop is not None else None
         if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
@@ -452,3 +475,35 @@ def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> in
             return None  # the saved activations are kept for another backward
         return event.line
     return None
+
+
+def _trimmed(flow: FunctionFlow, container: str) -> bool:
+    """RoboFlamingo's action head appends each step's feature to `self.history_memory` and
+    pops the oldest once it holds more than `history_len`: `container.pop(...)`, `del
+    container[...]` or `container = container[-n:]` in the same method keeps a bounded
+    window, not a list that grows with every call."""
+    scope = flow.scope
+    if scope is None:
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("pop", "popleft") and dotted(func.value) == container:
+                found = True
+
+        def visit_Del(self, node: cst.Del) -> None:
+            nonlocal found
+            targets = [e.target for e in node.target.elements] if isinstance(node.target, cst.Tuple) else [node.target]
+            found = found or any(isinstance(t, cst.Subscript) and dotted(t.value) == container for t in targets)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            value = node.value
+            if isinstance(value, cst.Subscript) and dotted(value.value) == container and any(dotted(t.target) == container for t in node.targets):
+                found = True
+
+    scope.node.visit(_Find())
+    return found
