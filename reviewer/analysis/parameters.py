@@ -13,6 +13,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.context import Context
 from review_copies.analysis.facts import is_local_module_class
 from review_copies.analysis.guesses import COMMENT, SCALAR_NAME, UsageEvidence, usage_evidence
+from review_copies.analysis.parse import LOOKALIKE_FRAMEWORKS, imported_packages
 from review_copies.analysis.syntax import code_of, dotted, last
 from review_copies.analysis.values import Kind, Tri, Value
 
@@ -144,14 +145,8 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
     return Value(kind=kind, roots=own, origin=origin)
 
 
-# Frameworks whose layers and tensors have torch's method names (`named_parameters()`,
-# `state_dict()`, `.numpy()`, `.detach()`): in a file that imports one, those uses say nothing
-# about which framework a parameter belongs to (PaddleOCR's converters take both).
-_LOOKALIKE_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+(?:paddle|jittor|mindspore|oneflow|megengine)\b", re.MULTILINE)
-
-
 def _beside_a_lookalike(cx: Context) -> bool:
-    return cx.file.once("imports a torch lookalike", lambda: bool(_LOOKALIKE_IMPORT.search(cx.file.text)))
+    return cx.file.once("imports a torch lookalike", lambda: bool(imported_packages(cx.file.imports) & LOOKALIKE_FRAMEWORKS))
 
 
 def parametrized(fn: cst.FunctionDef) -> dict[str, list[cst.BaseExpression]]:

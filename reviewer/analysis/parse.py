@@ -52,13 +52,23 @@ def mentions_torch(text: str) -> bool:
 # Array frameworks whose `x += y` and `x.at[i].set(v)` build new arrays, or whose tensors
 # copy by other rules: a file that imports one of them and nothing of torch is not torch code,
 # whatever its comments say ("see torch.optim.lr_scheduler").
-_OTHER_FRAMEWORKS = ("jax", "tensorflow", "mlx", "paddle", "jittor", "mindspore", "oneflow", "megengine")
+OTHER_FRAMEWORKS = frozenset(("jax", "tensorflow", "mlx", "paddle", "jittor", "mindspore", "oneflow", "megengine"))
+# Those whose layers and tensors have torch's method names (`named_parameters()`,
+# `state_dict()`, `.numpy()`, `.detach()`): beside one, those uses do not say which framework
+# a value belongs to (PaddleOCR's converters take both).
+LOOKALIKE_FRAMEWORKS = frozenset(("paddle", "jittor", "mindspore", "oneflow", "megengine"))
+
+
+def imported_packages(imports: ImportMap) -> frozenset[str]:
+    """The top-level packages the file imports anything from, at any depth."""
+    tables = (imports.module_level, *imports.local.values())
+    return frozenset(q.split(".", 1)[0] for table in tables for qualnames in table.values() for q in qualnames)
 
 
 def another_framework_only(imports: ImportMap) -> bool:
-    """The file imports another array framework and no torch module (at any depth)."""
-    modules = {q.split(".", 1)[0] for qualnames in (*imports.module_level.values(), *(n for table in imports.local.values() for n in table.values())) for q in qualnames}
-    return "torch" not in modules and bool(modules.intersection(_OTHER_FRAMEWORKS))
+    """The file imports another array framework and no torch module."""
+    packages = imported_packages(imports)
+    return "torch" not in packages and bool(packages & OTHER_FRAMEWORKS)
 
 
 # ----------------------------------------------------------------------------- imports
