@@ -11,6 +11,7 @@ from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
@@ -516,9 +517,9 @@ def _starting_methods(cls: cst.ClassDef | None, name: str) -> frozenset[str]:
     return frozenset(found)
 
 
-# Conversions that return their receiver when nothing changes: applied to a name's own value
-# again and again, they convert it once.
-_IDEMPOTENT_CONVERSIONS = frozenset("to cuda cpu float half double bfloat16 type type_as contiguous".split())
+# Conversions that return their receiver when nothing changes (`contiguous` too): applied to a
+# name's own value again and again, they convert it once.
+_IDEMPOTENT_CONVERSIONS = api.MAYBE_SELF_METHODS | {"contiguous"}
 
 
 def _converted_in_place_of_itself(acc: Accumulate) -> bool:
