@@ -1510,3 +1510,69 @@ def test_a_write_through_cpu_numpy_says_it_reaches_the_caller_only_from_the_cpu(
     result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
     [finding] = result.json["findings"]
     assert finding["rule"] == "RC102" and "on the CPU" not in finding["message"]
+
+
+AGENT_BASE = """
+import torch
+
+
+class Agent:
+    def record_transition(self, states, rewards):
+        self.last_reward = rewards.mean().item()
+"""
+
+PPO_AGENT = """
+import torch
+from agents.base import Agent
+
+
+class PPO(Agent):
+    def record_transition(self, states, rewards):
+        super().record_transition(states, rewards)
+        rewards {op} 0.99 * self.value(states)
+        self.memory.append(rewards)
+"""
+
+JAX_AGENT = """
+import jax.numpy as jnp
+from agents.ppo import PPO
+
+
+def replay(agent: PPO, states, rewards):
+    agent.record_transition(states, rewards)
+    return jnp.mean(rewards)
+"""
+
+TRAINER = """
+import torch
+
+
+def train(env, agent, steps):
+    states = env.reset()
+    for _ in range(steps):
+        states, rewards = env.step(agent.act(states))
+        agent.record_transition(states, rewards)
+"""
+
+
+def test_a_base_class_call_through_super_is_not_a_caller_of_the_method_that_makes_it(repo: Repo, tmp_path: Path) -> None:
+    # skrl's time-limit bootstrapping (`rewards += gamma * values * truncated` in each agent's
+    # `record_transition`): the agent's own `super().record_transition(states, rewards)`
+    # reaches the base class's method, and a JAX file's call passes an array that `+=`
+    # cannot change; the one torch caller never reads `rewards` again.
+    repo.write("agents/base.py", AGENT_BASE)
+    repo.write("agents/ppo.py", PPO_AGENT.format(op="= rewards +"))
+    repo.write("agents/jax_replay.py", JAX_AGENT)
+    repo.write("trainer.py", TRAINER)
+    repo.commit("agents")
+    repo.write("agents/ppo.py", PPO_AGENT.format(op="+="))
+    repo.commit("bootstrap in place")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert result.json["findings"] == []
+    # A subclass's `super().record_transition(...)` does reach PPO's, and reads `rewards` after.
+    repo.write("agents/logged.py", "from agents.ppo import PPO\n\n\nclass LoggedPPO(PPO):\n    def record_transition(self, states, rewards):\n        super().record_transition(states, rewards)\n        print(rewards.sum())\n")
+    repo.commit("log the rewards each step")
+    result = run_cli("--repo", str(repo.path), "--base", "HEAD~2", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert [(f["path"], f["rule"]) for f in result.json["findings"]] == [("agents/ppo.py", "RC112")]
+    assert "(`agents/logged.py:6` passes `rewards` and reads it again)" in result.json["findings"][0]["message"]

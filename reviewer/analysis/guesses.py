@@ -8,6 +8,7 @@ Everything else in the analysis follows what the code does, not what it is calle
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -57,13 +58,21 @@ class UsageEvidence:
             return Kind.MODULE
         if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs or OPTIMIZER_NAME.search(name)):
             return Kind.OPTIMIZER
-        if methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style:
+        tensor_like = methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style
+        # `accelerator.backward(loss)` beside `accelerator.wait_for_everyone()`: an object with
+        # a method of torch.Tensor's name and methods a tensor does not have is no tensor.
+        if tensor_like and not methods - _tensor_methods():
             return Kind.TENSOR
         if name in self.arrays:
             return Kind.NDARRAY
         if name in self.called and MODEL_NAME.search(name) and not methods & {"append", "items", "keys", "get"}:
             return Kind.MODULE
         return Kind.UNKNOWN
+
+
+@functools.cache
+def _tensor_methods() -> frozenset[str]:
+    return api.tensor_methods()
 
 
 _METHOD_CALL = re.compile(r"\b([A-Za-z_]\w*)\.([A-Za-z_]\w*)\s*\(")
@@ -89,8 +98,10 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
     # feats[i], np.ndarray)` under `feats (torch.Tensor): ...`).
     documented = {name: kind for name, kind in _documented(source).items() if not re.search(rf"isinstance\(\s*{name}\b", text)}
     evidence = UsageEvidence(documented=documented)
+    called_on: dict[str, set[str]] = {}
     for match in _METHOD_CALL.finditer(text):
         name, method = match.group(1), match.group(2)
+        called_on.setdefault(name, set()).add(method)
         if method == "backward":
             evidence.backward.add(name)  # backpropagated under that name, whatever it holds then
         if match.start() > cut.get(name, len(text)):
@@ -99,6 +110,9 @@ def usage_evidence(source: str, parameters: frozenset[str] = frozenset()) -> Usa
         args = _call_arguments(text, match.end())
         if _TORCH_KWARGS.search(args) or (method == "size" and args.strip()) or method in ("dim", "numel"):
             evidence.torch_style.add(name)
+    # `accelerator.backward(loss)` (Accelerate, Fabric, a DeepSpeed engine): the object that
+    # also has `wait_for_everyone()` or `step()` backpropagates what it is handed, not itself.
+    evidence.backward = {name for name in evidence.backward if not called_on[name] - _tensor_methods()}
     for match in _ATTRIBUTE.finditer(text):
         if match.start() > cut.get(match.group(1), len(text)):
             continue

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from review_copies.analysis.parse import is_test_path
+
 
 class CallIndex(Protocol):
     def paths_mentioning(self, word: str) -> list[str]: ...
@@ -18,16 +20,70 @@ class Admits(Protocol):
     def admits(self, call: dict[str, Any]) -> bool: ...
 
 
-def calls_passing(index: CallIndex, name: str, position: int | None, keyword: str | None, accepts: Admits | None = None) -> Iterator[tuple[str, dict[str, Any], int | str]]:
-    """Each call of `name` in the repository (that could bind to `accepts`, when given) that
-    passes the parameter at `position` (after `self` for a method) or as `keyword`, with its
-    file and where it passes it: the keyword, else the position. A call that passes neither
-    (a default, or `*args`) is left out."""
+class Reaches(Protocol):
+    def __call__(self, path: str, call: dict[str, Any]) -> bool: ...
+
+
+def calls_passing(
+    index: CallIndex, name: str, position: int | None, keyword: str | None, accepts: Admits | None = None, reaches: Reaches | None = None
+) -> Iterator[tuple[str, dict[str, Any], int | str]]:
+    """Each call of `name` in the repository (that could bind to `accepts`, and that
+    `reaches` the function, when given) that passes the parameter at `position` (after
+    `self` for a method) or as `keyword`, with its file and where it passes it: the
+    keyword, else the position. A call that passes neither (a default, or `*args`) is left out."""
     for path in index.paths_mentioning(f"{name}("):
         for call in (index.facts(path) or {}).get("calls", []):
             if call["callee"] != name or (accepts is not None and not accepts.admits(call)):
+                continue
+            if reaches is not None and not reaches(path, call):
                 continue
             if keyword is not None and keyword in call["kw"]:
                 yield path, call, keyword
             elif position is not None and position < len(call["pos"]):
                 yield path, call, position
+
+
+def reaching(index: CallIndex, owner: tuple[str, str] | None) -> Reaches | None:
+    """For a method of `owner` (file, class): whether a call may reach it. `super().m(...)`
+    reaches a base class's `m`: never the caller's own class's, and a class's only when the
+    caller's class derives from it (a base the repository does not define, such as
+    `nn.Module`, cannot)."""
+    if owner is None:
+        return None
+
+    def reaches(path: str, call: dict[str, Any]) -> bool:
+        mro = call.get("super")
+        if not mro:
+            return True
+        return (path, mro[0]) != owner and derives(index, mro[1:], owner[1], frozenset(mro[:1]))
+
+    return reaches
+
+
+def derives(index: CallIndex, bases: list[str], cls: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a class with these bases may derive from a class named `cls`; a base defined
+    more than once counts when any of its definitions does."""
+    for base in bases:
+        if base == cls:
+            return True
+        if base in seen:
+            continue
+        for path in index.paths_mentioning(f"class {base}"):
+            found = (index.facts(path) or {}).get("classes", {}).get(base)
+            if found is not None and derives(index, found.get("bases", []), cls, seen | {base}):
+                return True
+    return False
+
+
+def reading_again(
+    index: CallIndex, name: str, position: int | None, keyword: str | None, accepts: Admits | None = None, reaches: Reaches | None = None
+) -> tuple[str, int, str] | None:
+    """A call of `name` that passes a name of its own for the parameter and reads that name
+    again after the call: its file, line and the name. One outside the tests comes first;
+    None when no call does."""
+    found: list[tuple[bool, str, int, str]] = []
+    for path, call, where in calls_passing(index, name, position, keyword, accepts, reaches):
+        passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
+        if passed and passed in call["kept"] and passed not in call.get("through", ()):
+            found.append((is_test_path(path), path, call["line"], passed))
+    return min(found)[1:] if found else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from review_copies.analysis.parse import OTHER_FRAMEWORKS
 from review_copies.analysis.semantics import api
 from review_copies.index.arrays import an_array, annotated_arrays, record_binding
 from review_copies.index.frozen import freezes_parameters
@@ -396,6 +397,7 @@ def _calls(
     off: bool = False,
     modules: frozenset[str] = frozenset(),
     annotated: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+    cls: list[str] | None = None,
 ) -> list[Facts]:
     """The calls in one function's body (or the module's own statements), each with the
     names it passes (by position and keyword) and those of them read again after the call's
@@ -405,7 +407,8 @@ def _calls(
     says whether it runs with autograd off (`off`: the function's decorator, or a
     `with torch.no_grad():` around it) and which function makes it (`in`: its name and
     kind, "function", "method" or "module"); `through`: the caller's parameters it passes on
-    and does not read again itself."""
+    and does not read again itself; `super`: for `super().m(...)` in a method, `cls`: the
+    class's name, whose own `m` the call never reaches, then the names of its bases."""
     spans = [] if off else _grad_off_spans(nodes)
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
@@ -492,6 +495,8 @@ def _calls(
         arrays += [k.arg for k in node.keywords if k.arg and an_array(k.value, array_binds, annotated)]
         if arrays:
             record["arrays"] = arrays
+        if cls and _through_super(node.func):
+            record["super"] = cls
         out.append(record)
     return out
 
@@ -529,8 +534,24 @@ def _torch_nn_names(tree: ast.Module) -> list[str]:
     )
 
 
+def _through_super(func: ast.expr) -> bool:
+    """`super().m` or `super(Cls, self).m`: a base class's method."""
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"
+
+
 def _callee(func: ast.expr) -> str:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _no_facts() -> Facts:
+    return {"classes": {}, "functions": {}, "calls": [], "sequences": [], "nn_names": []}
+
+
+def _another_framework_only(tree: ast.Module) -> bool:
+    """The file imports another array framework and no torch module (as `parse.another_framework_only`)."""
+    packages = {a.name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    packages |= {n.module.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    return "torch" not in packages and bool(packages & OTHER_FRAMEWORKS)
 
 
 def file_facts(text: str) -> Facts:
@@ -539,7 +560,9 @@ def file_facts(text: str) -> Facts:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
-        return {"classes": {}, "functions": {}, "calls": [], "sequences": [], "nn_names": []}
+        return _no_facts()
+    if _another_framework_only(tree):
+        return _no_facts()  # JAX's `rewards += r` makes a new array: its calls write into no one's tensor
     classes: dict[str, Facts] = {}
     functions: dict[str, Facts] = {}
     calls: list[Facts] = []
@@ -550,9 +573,10 @@ def file_facts(text: str) -> Facts:
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             init = next((m for m in defs if m.name == "__init__"), None)
             frozen = init is not None and freezes_parameters(init)
-            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen}
+            bases = [_callee(b) for b in node.bases if _callee(b)]
+            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen, "bases": bases}
             for m in defs:
-                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules, annotated_arrays(m)))
+                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules, annotated_arrays(m), [node.name, *bases]))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
             calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node), modules, annotated_arrays(node)))

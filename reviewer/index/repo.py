@@ -22,12 +22,12 @@ from typing import Any
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import Signature
-from review_copies.index.calls import calls_passing
+from review_copies.index.calls import calls_passing, reaching, reading_again
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 32
+INDEX_VERSION = 33
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class RepoIndex:
                         return True
         return False
 
-    def callers_drop(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None, depth: int = 2) -> bool | None:
+    def callers_drop(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None, depth: int = 2, owner: tuple[str, str] | None = None) -> bool | None:
         """Whether every call of `name` in the repository that passes a name for the
         parameter at `position` (after `self` for a method) or `keyword` never reads that
         name again: True when each does so and one of them is outside the tests, False when
@@ -138,9 +138,11 @@ class RepoIndex:
         subscript), None when no call outside the tests passes it. With `accepts`, a call
         that could not bind to that signature is another function's and is left out. A
         caller that hands on its own parameter and never reads it again is asked about its
-        own callers in turn (`depth` levels): a pass-through wrapper drops what its callers drop."""
+        own callers in turn (`depth` levels): a pass-through wrapper drops what its callers drop.
+        With `owner` (the method's file and class), a `super().name(...)` that cannot reach
+        that class's method is left out (`calls.reaching`)."""
         seen = False
-        for path, call, where in calls_passing(self, name, position, keyword, accepts):
+        for path, call, where in calls_passing(self, name, position, keyword, accepts, reaching(self, owner)):
             passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
             if passed is not None and passed in call.get("through", ()) and depth > 1:
                 if self._wrapper_callers_drop(path, call, passed, depth - 1) is not True:
@@ -151,6 +153,10 @@ class RepoIndex:
             # their tensor afterwards (a library's users are not in the repository).
             seen = seen or not is_test_path(path)
         return True if seen else None
+
+    def caller_reading_again(self, name: str, position: int | None, keyword: str | None, accepts: Signature | None = None, owner: tuple[str, str] | None = None) -> tuple[str, int, str] | None:
+        """Where a call of `name` passes a name for the parameter and reads it again (`calls.reading_again`)."""
+        return reading_again(self, name, position, keyword, accepts, reaching(self, owner))
 
     def _wrapper_callers_drop(self, path: str, call: Facts, param: str, depth: int) -> bool | None:
         """`callers_drop` for the function that made `call` in `path`, about its parameter

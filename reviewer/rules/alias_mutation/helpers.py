@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -147,5 +146,23 @@ def callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
         return False
     # An instance's calls (`batch.chooser(logits)`) are its class's `__call__`'s.
     cls = scope.class_node.name.value if scope.name == "__call__" and scope.class_node is not None else None
-    ask = functools.partial(flow.index.instance_callers_drop, cls) if cls else functools.partial(flow.index.callers_drop, scope.name)
-    return ask(position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self)) is True
+    if cls:
+        return flow.index.instance_callers_drop(cls, position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self)) is True
+    return flow.index.callers_drop(scope.name, position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self), owner=_owner(flow)) is True
+
+
+def caller_reading_again(flow: FunctionFlow, arg: str) -> str | None:
+    """`path:line`, where a call of this function passes a name for `arg` and reads that
+    name again afterwards (a caller outside the tests first), for messages; None when the
+    index knows none (or the function is an instance's `__call__`)."""
+    scope = flow.scope
+    if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef) or scope.name == "__call__":
+        return None
+    found = flow.index.caller_reading_again(scope.name, position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self), owner=_owner(flow))
+    return f"`{found[0]}:{found[1]}` passes `{found[2]}` and reads it again" if found is not None else None
+
+
+def _owner(flow: FunctionFlow) -> tuple[str, str] | None:
+    """The method's file and class, whose own `super().name(...)` calls reach a base class."""
+    scope = flow.scope
+    return (flow.file.path, scope.class_node.name.value) if scope is not None and scope.class_node is not None else None

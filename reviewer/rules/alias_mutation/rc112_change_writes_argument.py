@@ -15,7 +15,7 @@ from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
-from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop
+from review_copies.rules.alias_mutation.helpers import caller_reading_again, callers_in_repository_drop
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 
@@ -245,10 +245,11 @@ class ChangeWritesArgument(Rule):
                 continue  # every call in the repository passes something it never reads again: no caller sees the write
             reported.add(param)
             where = f"`{flow.scope.name}`"
+            caller = caller_reading_again(flow, param)
             message = (
                 f"This change makes {where} write into its argument `{param}` (`{short_code(stmt)}`): the base version left the "
-                f"caller's tensor alone, so callers that keep using `{param}` after the call now see it changed. Use the "
-                "out-of-place op."
+                f"caller's tensor alone, so callers that keep using `{param}` after the call now see it changed"
+                f"{f' ({caller})' if caller else ''}. Use the out-of-place op."
             )
             yield Hit(stmt, message, out_of_place(stmt, lambda m: api.method_returns(m) == "tensor"))
 

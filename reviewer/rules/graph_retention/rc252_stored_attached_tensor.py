@@ -117,6 +117,23 @@ _VALID = (
     Valid(
         """
         import torch
+        import torch.nn.functional as F
+        from torch import autograd
+        def estimate_fisher(model, data_loader, sample_size: int, batch_size: int):
+            loglikelihoods = []
+            for x, y in data_loader:
+                loglikelihoods.append(F.log_softmax(model(x), dim=1)[range(batch_size), y])
+                if len(loglikelihoods) >= sample_size // batch_size:
+                    break
+            loglikelihoods = torch.cat(loglikelihoods).unbind()
+            grads = zip(*[autograd.grad(l, model.parameters(), retain_graph=(i < len(loglikelihoods))) for i, l in enumerate(loglikelihoods, 1)])
+            return [torch.stack(g).pow(2).mean(0) for g in grads]
+        """,
+        "each sample's log-likelihood is kept to be differentiated after the loop (backdoors101's Fisher information)",
+    ),
+    Valid(
+        """
+        import torch
         def compare(model, reference, loader, optimizer):
             outputs = []
             for step, (x, y) in enumerate(loader):
@@ -456,12 +473,33 @@ def _backward_after(flow: FunctionFlow, loop: Loop, container: str) -> bool:
     """A backward after the loop, which may run through what the list kept (`sum(losses)`
     went into `total`, and `total.backward()`); `torch.autograd.grad(...)` of outputs that do
     not name the list differentiates something else (a query loss after a support loop)."""
+    derived = {container}
+    for bind in flow.of(Bind):
+        if bind.line > loop.end and bind.expr is not None and names_in(bind.expr, attributes=True) & derived:
+            derived.add(bind.name)  # `lls = torch.cat(lls).unbind()`: the same graphs, under the name differentiated
     for event in flow.of(Backward):
         if event.line <= loop.end:
             continue
-        if not event.function or (event.outputs is not None and container in names_in(event.outputs, attributes=True)):
+        if not event.function or (event.outputs is not None and names_in(event.outputs, attributes=True) & derived):
+            return True
+        if event.outputs is not None and _over(event, derived):
             return True
     return False
+
+
+def _over(event: Backward, derived: set[str]) -> bool:
+    """`[autograd.grad(l, ...) for l in lls]` (or a `for` loop): what is differentiated is
+    each item of the kept list in turn."""
+    targets: set[str] = set()
+
+    class Comprehensions(cst.CSTVisitor):
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            if names_in(node.iter, attributes=True) & derived:
+                targets.update(names_in(node.target))
+
+    if event.stmt is not None:
+        event.stmt.visit(Comprehensions())
+    return bool(names_in(event.outputs) & targets) if event.outputs is not None else False
 
 
 def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> int | None:

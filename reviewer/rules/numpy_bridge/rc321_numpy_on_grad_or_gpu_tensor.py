@@ -21,6 +21,24 @@ _VALID = (
     Valid(
         """
         import torch
+        from accelerate import Accelerator
+        def train(model, loader, valid_scores, optimizer):
+            accelerator = Accelerator()
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                accelerator.backward(loss)
+                optimizer.step()
+            accelerator.wait_for_everyone()
+            scores = accelerator.gather(valid_scores)
+            return scores.cpu().numpy()
+        """,
+        "`accelerator.backward(loss)` backpropagates the loss, not the accelerator, which has methods no tensor has "
+        "(Music-Source-Separation-Training's validation scores, gathered across processes)",
+    ),
+    Valid(
+        """
+        import torch
         from torch import nn
         class Net(nn.Module):
             def __init__(self):

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Accumulate, Bind, Call, FunctionFlow, Loop, Store, Use
+from review_copies.analysis.events import Accumulate, Backward, Bind, Call, FunctionFlow, Loop, Store, Use, Write
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.loops import bound_outside, one_iteration
@@ -222,6 +222,22 @@ class PerIterationCloneIntoNewTensor(Rule):
             """,
             "the best try is kept as `best`: one buffer refilled every iteration would change what `best` holds",
         ),
+        Valid(
+            """
+            import torch
+            def train(net, loader, loss_func, optimizer, w_glob: torch.Tensor, idx: int, lam: float):
+                for images, labels in loader:
+                    loss = loss_func(net(images), labels)
+                    w = w_glob.clone()
+                    w[:, idx] = torch.cat([p.flatten() for p in net.parameters()])
+                    loss = loss + lam * w.norm() ** 2
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """,
+            "the copy is written with the parameters and backpropagated: one buffer refilled with `copy_` would chain every "
+            "iteration's graph onto the last, and the next backward would run through freed ones (FedRep's regularizer)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -273,6 +289,8 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue  # `mesh.clone()`, `cameras.clone()`: other classes clone too, and `empty_like` fits only tensors
             if not bind.no_grad and bind.value.grad is not Tri.NO and _outlives_iteration(flow, bind, loop):
                 continue  # a graph built on the clone outlives the iteration: refilling one buffer would change what it saved
+            if _written_with_a_graph(flow, bind, loop):
+                continue  # the copy joins the graph: a buffer refilled in place would carry each iteration's graph into the next
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
                 f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
@@ -288,6 +306,26 @@ def _carried(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
     inside = [e for e in flow.events if isinstance(e, (Use, Bind)) and e.name == bind.name and loop.start <= e.line <= loop.end]
     first = min(inside, key=lambda e: e.index, default=None)
     return isinstance(first, Use) and first.index < bind.index
+
+
+def _written_with_a_graph(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
+    """`w = w_glob.clone(); w[:, idx] = torch.cat(params)`, then a backward through `w` in the
+    same iteration: the copy joins the graph. An in-place write keeps the tensor's history,
+    so a buffer reused across iterations would carry every earlier graph into the next
+    backward."""
+    later = [e for e in flow.events if bind.index < e.index and e.line <= loop.end]
+    if not any(
+        isinstance(e, Write) and not e.no_grad and e.target.roots & bind.value.roots and e.source is not None and _may_carry_graph(e.source) for e in later
+    ):
+        return False
+    derived = {bind.name}
+    for event in later:
+        made = event.expr if isinstance(event, Bind) else event.value_node if isinstance(event, Accumulate) else None
+        if isinstance(event, (Bind, Accumulate)) and made is not None and names_in(made) & derived:
+            derived.add(event.name)
+        elif isinstance(event, Backward) and event.outputs is not None and names_in(event.outputs) & derived:
+            return True
+    return False
 
 
 def _held_roots(value: Value, depth: int = 3) -> frozenset[str]:
