@@ -2231,3 +2231,23 @@ def test_a_file_of_another_array_framework_that_names_torch_only_in_words_is_not
         assert _change_messages(before.format(imports=jax_imports), after.format(imports=jax_imports), "RC112") == []
     [torch_write] = _change_messages(before.format(imports="import torch"), after.format(imports="import torch"), "RC112")
     assert "write into its argument `rewards`" in torch_write
+
+
+def test_two_rules_proposing_one_edit_to_one_line_give_one_finding() -> None:
+    # torchattacks' APGD: `x_adv[fl] = x_best[fl].clone()` is a slice assignment of a clone
+    # (RC348) and a clone of a fresh index (RC341); both would rewrite the line to
+    # `x_adv[fl] = x_best[fl]`, and the review says it once.
+    code = """
+    import numpy as np
+    import torch
+    def restore(x_adv: torch.Tensor, x_best: torch.Tensor, grad: torch.Tensor, grad_best: torch.Tensor, improved: np.ndarray):
+        fl = np.where(improved)
+        x_adv[fl] = x_best[fl].clone()
+        grad[fl] = grad_best[fl].clone()
+        return x_adv, grad
+    """
+    text = textwrap.dedent(code).lstrip("\n")
+    alone = {rule: [f.line for f in review_file(example_job("m.py", text, None, (rule,))).findings] for rule in ("RC341", "RC348")}
+    assert alone == {"RC341": [5, 6], "RC348": [5, 6]}
+    both = review_file(example_job("m.py", text, None, ("RC341", "RC348"))).findings
+    assert [(f.line, f.rule) for f in both] == [(5, "RC348"), (6, "RC348")]

@@ -192,11 +192,19 @@ def _merge_change_findings(findings: list[Finding]) -> list[Finding]:
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """One finding per place and message, and one per edit: two rules of one category that
+    propose the same change to the same lines (RC348's slice assignment and RC341's clone of
+    a fresh index, both `x[i] = y[i]`) say one thing twice; the first in report order stays."""
     seen: set[tuple[str, int, int, str]] = set()
+    edits: set[tuple[str, int, int, str]] = set()
     out = []
     for f in sorted(findings, key=lambda f: (f.line, f.column, f.rule)):
         key = (f.rule, f.line, f.column, f.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
+        edit = (f.category.value, f.suggestion.start_line, f.suggestion.end_line, f.suggestion.replacement) if f.suggestion is not None else None
+        if key in seen or (edit is not None and edit in edits):
+            continue
+        seen.add(key)
+        if edit is not None:
+            edits.add(edit)
+        out.append(f)
     return out

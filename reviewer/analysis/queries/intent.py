@@ -195,6 +195,33 @@ def _swapped_sentinel(write: Write) -> tuple[str, str] | None:
     return target.value.value, code_of(constant)
 
 
+def sets_its_data(flow: FunctionFlow, arg: str) -> bool:
+    """The function assigns `arg.data = ...` (advertorch's `rand_init_delta(delta, x, ...)`):
+    that can only be meant to change the caller's tensor, so changing it is the function's job."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    node = scope.node
+    return flow.file.once(("sets_its_data", id(node), arg), lambda: _sets_its_data(node, arg))
+
+
+def _sets_its_data(fn: cst.FunctionDef, arg: str) -> bool:
+    found = False
+
+    class Assigns(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            nonlocal found
+            target = node.target
+            if isinstance(target, cst.Attribute) and target.attr.value == "data" and isinstance(target.value, cst.Name) and target.value.value == arg:
+                found = True
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is fn
+
+    fn.visit(Assigns())
+    return found
+
+
 def write_only(flow: FunctionFlow, arg: str) -> bool:
     """The function only ever writes into `arg` (`counts[i] += n`, `out.add_(x)`) and never
     reads it for anything else: an output the caller hands over to be filled, whatever it

@@ -24,6 +24,7 @@ from review_copies.analysis.queries.intent import (
     restored,
     returns_a_number,
     returns_something,
+    sets_its_data,
     state_like,
     write_only,
 )
@@ -37,6 +38,17 @@ from review_copies.rules.alias_mutation.helpers import callers_in_repository_dro
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        def rand_init_delta(delta, x, eps: float, clip_min: float, clip_max: float):
+            delta.data.uniform_(-1, 1)
+            delta.data = eps * delta.data
+            delta.data = torch.clamp(x + delta.data, min=clip_min, max=clip_max) - x
+            return delta.data
+        """,
+        "the function sets `delta.data`: changing the caller's tensor is its job (advertorch's random start of an attack)",
+    ),
     Valid(
         """
         import torch
@@ -532,8 +544,9 @@ def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterat
 
 def _meant_for_the_caller(flow: FunctionFlow, param: str) -> bool:
     """A parameter whose tensor the caller still owns: not state or an output to fill
-    (by its name, by only being written, by being cleared first), not forward's input."""
-    return not state_like(param) and not _forward_input(flow, param) and not write_only(flow, param) and not reset_before_use(flow, param)
+    (by its name, by only being written, by being cleared first, by having its `.data` set),
+    not forward's input."""
+    return not state_like(param) and not _forward_input(flow, param) and not write_only(flow, param) and not reset_before_use(flow, param) and not sets_its_data(flow, param)
 
 
 def _forward_input(flow: FunctionFlow, param: str) -> bool:

@@ -6,10 +6,12 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, FunctionFlow
+from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFlow, Loop, Use
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
 from review_copies.analysis.syntax import names_in
+from review_copies.analysis.values import Tri
 
 
 def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -25,3 +27,35 @@ def backward_on(flow: FunctionFlow, name: str) -> Iterator[Backward]:
     for event in flow.of(Backward):
         if event.outputs is not None and (name_of(event.outputs) == name or name in names_in(event.outputs, attributes=True)):
             yield event
+
+
+def combined_after(flow: FunctionFlow, name: str, loop: Loop) -> bool:
+    """`for k in range(self.n_steps): pieces.append(step(k))` (or `states = torch.cat([states,
+    s])`), then the name read after the loop: a loop taken for training steps by its bound's
+    name alone (nothing in it backpropagates or steps an optimizer), whose list or sum is
+    this call's material (an RNN cell's states, its result), not a log."""
+    node = loop.node
+    if not isinstance(node, cst.For) or not (isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"):
+        return False
+    if trains_inside(flow, loop):
+        return False
+    return any(isinstance(e, Use) and e.name == name and e.line > loop.end for e in flow.events)
+
+
+def cut_later_this_pass(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """Later in the same pass of its loop, on every path on from the update, the name is set
+    to a value that holds no graph (`images = images.detach().requires_grad_(True)` in an
+    attack's step, a leaf): the sum's graph does not reach the next pass."""
+    if not acc.loops:
+        return False
+    end = flow.loops[acc.loops[-1]].end if acc.loops[-1] in flow.loops else acc.line
+    return any(
+        isinstance(e, Bind)
+        and e.name == acc.name
+        and acc.index < e.index
+        and e.line <= end
+        and e.loops == acc.loops
+        and acc.arms[: len(e.arms)] == e.arms
+        and (e.value.grad is Tri.NO or e.value.leaf)
+        for e in flow.events
+    )

@@ -16,7 +16,7 @@ from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_on, detached
+from review_copies.rules.graph_retention.helpers import backward_on, combined_after, cut_later_this_pass, detached
 
 # The examples are the rule's tests, its docs and the LLM's few-shot block (as in every rule's
 # file); kept at module level here only because this class would otherwise pass 300 lines.
@@ -165,6 +165,55 @@ _VALID = (
             return torch.autograd.grad(loss_sum, list(net.parameters()))
         """,
         "the weighted sum over the query batches is differentiated by `torch.autograd.grad`: its graph is the point",
+    ),
+    Valid(
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        from genotypes import PRIMITIVES, STEPS, CONCAT
+        from model import DARTSCell
+        class DARTSCellSearch(DARTSCell):
+            def __init__(self, ninp, nhid, dropouth, dropoutx):
+                super().__init__(ninp, nhid, dropouth, dropoutx, genotype=None)
+                self.bn = nn.BatchNorm1d(nhid, affine=False)
+            def cell(self, x, h_prev, x_mask, h_mask):
+                s0 = self.bn(self._compute_init_state(x, h_prev, x_mask, h_mask))
+                probs = F.softmax(self.weights, dim=-1)
+                offset = 0
+                states = s0.unsqueeze(0)
+                for i in range(STEPS):
+                    c, h = torch.split(states.view(-1, self.nhid).mm(self._Ws[i]).view(i + 1, -1, 2 * self.nhid), self.nhid, dim=-1)
+                    s = torch.zeros_like(s0)
+                    for k, name in enumerate(PRIMITIVES):
+                        unweighted = states + c.sigmoid() * (self._get_activation(name)(h) - states)
+                        s += torch.sum(probs[offset:offset + i + 1, k].unsqueeze(-1).unsqueeze(-1) * unweighted, dim=0)
+                    s = self.bn(s)
+                    states = torch.cat([states, s.unsqueeze(0)], 0)
+                    offset += i + 1
+                return torch.mean(states[-CONCAT:], dim=0)
+        """,
+        "the cell's intermediate states, stacked over its `STEPS` nodes, are what it returns (DARTS' recurrent cell): "
+        "nothing in the loop trains, and their graph is the model's",
+    ),
+    Valid(
+        """
+        import torch
+        import torch.nn.functional as F
+        def attack(model, images, labels, eps: float, alpha: float, steps: int):
+            images_min, images_max = images - eps, images + eps
+            images = images.clone().detach().requires_grad_(True)
+            for _ in range(steps):
+                loss = F.cross_entropy(model(images), labels)
+                loss.backward()
+                noise = images.grad.data
+                images = images + alpha * torch.sign(noise)
+                images = torch.max(torch.min(images, images_max), images_min)
+                images = images.detach().requires_grad_(True)
+            return images.detach()
+        """,
+        "each step ends with `images.detach().requires_grad_(True)`, a new leaf: no graph reaches the next step "
+        "(torchattacks' PI-FGSM)",
     ),
     Valid(
         """
@@ -388,6 +437,8 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # `self.scale = self.scale.to(x.device)`: the same tensor once it is there, not a sum
         if persistent and _restarted_on_request(flow, acc):
             continue  # `if t == 0: self.init_attention(x)`: the caller starts the sum afresh for each sequence
+        if cut_later_this_pass(flow, acc):
+            continue  # `x = x + step; x = x.detach().requires_grad_()`: what the next pass reads holds no graph
         if _rebound_this_call(flow, acc):
             continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
         # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
@@ -402,6 +453,8 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # a running sum over one optimizer step's micro-batches, started again after it
         if outer is not None and one_iteration(flow, acc, outer):
             continue  # `total += loss; break`: one step's graph, once
+        if outer is not None and combined_after(flow, acc.name, outer):
+            continue  # `for i in range(STEPS): states = torch.cat([states, s])`, read after: the call's own computation
         what = short_code(acc.value_node)
         operand = short_code(atom(acc.value_node))
         where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call (it lives on `self`)"

@@ -6,15 +6,15 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store, Use
+from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store, Use, Write
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop, trains_inside
+from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
 from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_on, detached
+from review_copies.rules.graph_retention.helpers import backward_on, combined_after, detached
 
 _VALID = (
     Valid(
@@ -130,6 +130,27 @@ _VALID = (
             return [torch.stack(g).pow(2).mean(0) for g in grads]
         """,
         "each sample's log-likelihood is kept to be differentiated after the loop (backdoors101's Fisher information)",
+    ),
+    Valid(
+        """
+        import torch
+        def train(model, loss_func, optimizer, train_loader, subdivision: int):
+            for step, (data, targets) in enumerate(train_loader):
+                optimizer.zero_grad()
+                outputs = []
+                losses = []
+                for data_chunk, target_chunk in zip(data.chunk(subdivision), targets.chunk(subdivision)):
+                    output_chunk = model(data_chunk)
+                    outputs.append(output_chunk)
+                    loss = loss_func(output_chunk, target_chunk)
+                    losses.append(loss)
+                    loss.backward()
+                optimizer.step()
+                outputs = torch.cat(outputs)
+                acc = (outputs.argmax(dim=1) == targets).float().mean().item()
+                print(step, sum(losses).item(), acc)
+        """,
+        "the lists hold the chunks of one optimizer step and are made anew for the next (hysts' pytorch_image_classification)",
     ),
     Valid(
         """
@@ -360,11 +381,13 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or _same_key_each_pass(flow, store, outer)):
             continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
+        if outer is not None and not persistent and _one_optimizer_step(flow, container, store, outer):
+            continue  # the micro-batches of one optimizer step, in a list made anew for each step
         if outer is not None and _carried_into_next_pass(flow, store, outer):
             continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
         if _made_into_array(flow, container, store):
             continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
-        if outer is not None and _combined_after(flow, container, outer):
+        if outer is not None and combined_after(flow, container, outer):
             continue  # per-time-step pieces of this function's own result, put together after the loop
         if outer is not None and one_iteration(flow, store, outer):
             continue  # one step's graph, kept once: memory does not grow with the steps
@@ -457,16 +480,21 @@ def _made_into_array(flow: FunctionFlow, container: str, store: Store) -> bool:
     return False
 
 
-def _combined_after(flow: FunctionFlow, container: str, loop: Loop) -> bool:
-    """`for k in range(self.n_steps): pieces.append(step(k))`, then the pieces put together
-    after the loop: a loop taken for training steps by its bound's name alone (nothing in it
-    backpropagates or steps an optimizer), whose list is this call's material, not a log."""
-    node = loop.node
-    if not isinstance(node, cst.For) or not (isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"):
+def _one_optimizer_step(flow: FunctionFlow, container: str, store: Store, loop: Loop) -> bool:
+    """`outputs = []` at the top of each pass of a loop that steps the optimizer, filled in an
+    inner loop that backpropagates chunk by chunk and steps nothing (gradient accumulation
+    over a batch split in chunks): the list lives one optimizer step, not the run."""
+    if _steps_inside(flow, loop):
         return False
-    if trains_inside(flow, loop):
-        return False
-    return any(isinstance(e, Use) and e.name == container and e.line > loop.end for e in flow.events)
+    enclosing = [flow.loops[i] for i in store.loops if i in flow.loops and flow.loops[i] is not loop and flow.loops[i].start < loop.start]
+    for step in sorted(enclosing, key=lambda candidate: candidate.start, reverse=True):
+        if _steps_inside(flow, step):
+            return bound_each_step(flow, container, step, loop.start)
+    return False
+
+
+def _steps_inside(flow: FunctionFlow, loop: Loop) -> bool:
+    return any(loop.start <= e.line <= loop.end and ((isinstance(e, Call) and e.method == "step") or (isinstance(e, Write) and e.op == "optimizer.step()")) for e in flow.events)
 
 
 def _backward_after(flow: FunctionFlow, loop: Loop, container: str) -> bool:
