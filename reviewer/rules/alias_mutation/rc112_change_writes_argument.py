@@ -74,6 +74,25 @@ class ChangeWritesArgument(Rule):
         Valid(
             """
             import torch
+            def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
+                similarities = scale * (similarities - margin)
+                if old_classes_temperature:
+                    temps = torch.ones_like(similarities)
+                    temps[memory_flags.bool()] = old_classes_temperature
+                    similarities.div_(temps)
+                return torch.nn.functional.cross_entropy(similarities, targets)
+            """,
+            "`similarities` was bound to a new tensor first: the write goes into it, not into the caller's (incremental_learning.pytorch)",
+            before="""
+            import torch
+            def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
+                similarities = scale * (similarities - margin)
+                return torch.nn.functional.cross_entropy(similarities, targets)
+            """,
+        ),
+        Valid(
+            """
+            import torch
             import triton
             import triton.language as tl
             @triton.heuristics({"USE_G": lambda args: args["g"] is not None})
@@ -307,9 +326,12 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
     for write in flow.of(Write):
         seen.setdefault(id(write.stmt), []).append(write)
 
-    def into_copy(node: cst.CSTNode) -> bool:
-        """Every write there surely lands in memory the function made itself."""
+    def elsewhere(node: cst.CSTNode, param: str) -> bool:
+        """Every write there surely lands in memory the function made itself, or the name
+        no longer holds the argument when it runs (`sims = scale * (sims - m)` first)."""
         writes = seen.get(id(node))
-        return writes is not None and all(roots.allocated_here(w.target.roots) for w in writes)
+        if writes is None:
+            return False
+        return all(roots.allocated_here(w.target.roots) or not any(roots.is_argument(r, param) for r in w.target.roots) for w in writes)
 
-    yield from sorted(((node, param) for node, param in out if not into_copy(node)), key=lambda pair: flow.file.line_of(pair[0]))
+    yield from sorted(((node, param) for node, param in out if not elsewhere(node, param)), key=lambda pair: flow.file.line_of(pair[0]))

@@ -59,3 +59,19 @@ def cut_later_this_pass(flow: FunctionFlow, acc: Accumulate) -> bool:
         and (e.value.grad is Tri.NO or e.value.leaf)
         for e in flow.events
     )
+
+
+def differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """A backward pass runs through the sum (`total.backward()`, `torch.autograd.grad(total /
+    n, params)`): an in-graph sum built to be differentiated. One after the name was started
+    afresh (`total = 0.0`) differentiates another sum, not this one."""
+    for backward in backward_on(flow, acc.name):
+        if backward.index < acc.index:
+            return True  # in a loop: last pass's backward, or the sum's own
+        restarted = any(
+            isinstance(e, Bind) and e.name == acc.name and acc.index < e.index < backward.index and (e.expr is None or acc.name not in names_in(e.expr, attributes=True))
+            for e in flow.events
+        )
+        if not restarted:
+            return True
+    return False

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFlow, Loop
+from review_copies.analysis.events import Accumulate, Backward, FunctionFlow, Loop
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
@@ -16,7 +16,7 @@ from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_on, combined_after, cut_later_this_pass, detached
+from review_copies.rules.graph_retention.helpers import combined_after, cut_later_this_pass, detached, differentiated
 
 # The examples are the rule's tests, its docs and the LLM's few-shot block (as in every rule's
 # file); kept at module level here only because this class would otherwise pass 300 lines.
@@ -427,7 +427,7 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
     for acc in flow.of(Accumulate):
         loop = loop_of(flow, acc)
         persistent = acc.name.startswith("self.")
-        if acc.no_grad or not acc.value.attached or _differentiated(flow, acc) or _descended(flow, acc):
+        if acc.no_grad or not acc.value.attached or differentiated(flow, acc) or _descended(flow, acc):
             continue
         if loop is None and not persistent:
             continue
@@ -466,22 +466,6 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
         if called_grad_off_in_repository(flow):
             return  # every caller runs it with autograd off: nothing it keeps holds a graph
         yield Hit(acc.node, message, (acc.value_node, detached(acc.value_node)))
-
-
-def _differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
-    """A backward pass runs through the sum (`total.backward()`, `torch.autograd.grad(total /
-    n, params)`): an in-graph sum built to be differentiated. One after the name was started
-    afresh (`total = 0.0`) differentiates another sum, not this one."""
-    for backward in backward_on(flow, acc.name):
-        if backward.index < acc.index:
-            return True  # in a loop: last pass's backward, or the sum's own
-        restarted = any(
-            isinstance(e, Bind) and e.name == acc.name and acc.index < e.index < backward.index and (e.expr is None or acc.name not in names_in(e.expr, attributes=True))
-            for e in flow.events
-        )
-        if not restarted:
-            return True
-    return False
 
 
 def _descended(flow: FunctionFlow, acc: Accumulate) -> bool:

@@ -16,9 +16,169 @@ from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.graph_retention.helpers import differentiated
 
 _CUTS = (".detach()", ".item()", "float(...)", "with torch.no_grad():")
 _ADDERS = frozenset(("append", "extend", "insert", "put", "appendleft"))
+
+
+_VALID = (
+    Valid(
+        """
+        import torch
+        import torch.nn.functional as F
+        def observe(net, opt, loss_fn, inputs, labels, buf_inputs, buf_logits, alpha: float):
+            opt.zero_grad()
+            tot_loss = 0
+            loss = loss_fn(net(inputs), labels)
+            tot_loss += loss
+            loss_mse = alpha * F.mse_loss(net(buf_inputs), buf_logits)
+            tot_loss += loss_mse
+            tot_loss.backward()
+            opt.step()
+            return tot_loss.item()
+        """,
+        "the change backpropagates the sum once instead of each loss on its own: the dropped `.item()` is the point (mammoth's DER)",
+        before="""
+        import torch
+        import torch.nn.functional as F
+        def observe(net, opt, loss_fn, inputs, labels, buf_inputs, buf_logits, alpha: float):
+            opt.zero_grad()
+            tot_loss = 0
+            loss = loss_fn(net(inputs), labels)
+            loss.backward()
+            tot_loss += loss.item()
+            loss_mse = alpha * F.mse_loss(net(buf_inputs), buf_logits)
+            loss_mse.backward()
+            tot_loss += loss_mse.item()
+            opt.step()
+            return tot_loss
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def accuracy(scores, labels, num_classes=4):
+            predictions = torch.max(scores, dim=1).indices
+            accuracies = []
+            for label in range(num_classes):
+                mask = labels == label
+                per_class = ((predictions == labels) & mask).float().sum() / mask.float().sum()
+                accuracies.append(per_class.cpu().item())
+            return accuracies
+        def train(model, loader, opt, criterion):
+            accuracies = []
+            for points, labels in loader:
+                scores = model(points)
+                loss = criterion(scores, labels)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                accuracies.append(accuracy(scores, labels))
+            return accuracies
+        """,
+        "the change moved `.item()` into `accuracy`, which now returns a list of numbers (RandLA-Net-pytorch)",
+        before="""
+        import torch
+        def accuracy(scores, labels):
+            predictions = torch.max(scores, dim=1).indices
+            return (predictions == labels).float().mean()
+        def train(model, loader, opt, criterion):
+            accuracies = []
+            for points, labels in loader:
+                scores = model(points)
+                loss = criterion(scores, labels)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                accuracies.append(accuracy(scores, labels).cpu().item())
+            return accuracies
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        class DinoLoss:
+            def __init__(self):
+                self.losses = {}
+            def __call__(self, pred, target):
+                dino_loss = torch.nn.functional.mse_loss(pred, target)
+                if "dinov3" not in self.losses:
+                    self.losses["dinov3"] = dino_loss.detach()
+                else:
+                    self.losses["dinov3"] = self.losses["dinov3"] + dino_loss.detach()
+                return dino_loss
+        """,
+        "`.item()` became `.detach()` to keep the sum on the device: the graph is still cut (ai-toolkit)",
+        before="""
+        import torch
+        class DinoLoss:
+            def __init__(self):
+                self.losses = {}
+            def __call__(self, pred, target):
+                dino_loss = torch.nn.functional.mse_loss(pred, target)
+                if "dinov3" not in self.losses:
+                    self.losses["dinov3"] = dino_loss.item()
+                else:
+                    self.losses["dinov3"] += dino_loss.item()
+                return dino_loss
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        class Tracker:
+            def __init__(self):
+                self.history = []
+            def log(self, loss):
+                self.history.append(loss.detach())
+        """,
+        "the change keeps the detach",
+        before="""
+        import torch
+        class Tracker:
+            def __init__(self):
+                self.history = []
+            def log(self, loss):
+                self.history.append(loss.detach().cpu())
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def scores(values):
+            out = []
+            for v in values:
+                out.append(v)
+            return out
+        """,
+        "the dropped `.item()` was on a statement that keeps nothing across steps",
+        before="""
+        import torch
+        def scores(values):
+            out = []
+            for v in values:
+                n = v.item()
+                out.append(v)
+            return out
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def distil_observe(target: torch.Tensor, space):
+            space.hidden_state = target
+            return target
+        """,
+        "the attribute is set anew on each call: it holds the last step's graph (for a distillation loss), not one per step",
+        before="""
+        import torch
+        def distil_observe(target: torch.Tensor, space):
+            space.hidden_state = target.clone().detach()
+            return target
+        """,
+    ),
+)
 
 
 class ChangeDropsGraphCut(Rule):
@@ -64,131 +224,7 @@ class ChangeDropsGraphCut(Rule):
     recipes = ("retention",)
     follows_change = True
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            def accuracy(scores, labels, num_classes=4):
-                predictions = torch.max(scores, dim=1).indices
-                accuracies = []
-                for label in range(num_classes):
-                    mask = labels == label
-                    per_class = ((predictions == labels) & mask).float().sum() / mask.float().sum()
-                    accuracies.append(per_class.cpu().item())
-                return accuracies
-            def train(model, loader, opt, criterion):
-                accuracies = []
-                for points, labels in loader:
-                    scores = model(points)
-                    loss = criterion(scores, labels)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    accuracies.append(accuracy(scores, labels))
-                return accuracies
-            """,
-            "the change moved `.item()` into `accuracy`, which now returns a list of numbers (RandLA-Net-pytorch)",
-            before="""
-            import torch
-            def accuracy(scores, labels):
-                predictions = torch.max(scores, dim=1).indices
-                return (predictions == labels).float().mean()
-            def train(model, loader, opt, criterion):
-                accuracies = []
-                for points, labels in loader:
-                    scores = model(points)
-                    loss = criterion(scores, labels)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    accuracies.append(accuracy(scores, labels).cpu().item())
-                return accuracies
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            class DinoLoss:
-                def __init__(self):
-                    self.losses = {}
-                def __call__(self, pred, target):
-                    dino_loss = torch.nn.functional.mse_loss(pred, target)
-                    if "dinov3" not in self.losses:
-                        self.losses["dinov3"] = dino_loss.detach()
-                    else:
-                        self.losses["dinov3"] = self.losses["dinov3"] + dino_loss.detach()
-                    return dino_loss
-            """,
-            "`.item()` became `.detach()` to keep the sum on the device: the graph is still cut (ai-toolkit)",
-            before="""
-            import torch
-            class DinoLoss:
-                def __init__(self):
-                    self.losses = {}
-                def __call__(self, pred, target):
-                    dino_loss = torch.nn.functional.mse_loss(pred, target)
-                    if "dinov3" not in self.losses:
-                        self.losses["dinov3"] = dino_loss.item()
-                    else:
-                        self.losses["dinov3"] += dino_loss.item()
-                    return dino_loss
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            class Tracker:
-                def __init__(self):
-                    self.history = []
-                def log(self, loss):
-                    self.history.append(loss.detach())
-            """,
-            "the change keeps the detach",
-            before="""
-            import torch
-            class Tracker:
-                def __init__(self):
-                    self.history = []
-                def log(self, loss):
-                    self.history.append(loss.detach().cpu())
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def scores(values):
-                out = []
-                for v in values:
-                    out.append(v)
-                return out
-            """,
-            "the dropped `.item()` was on a statement that keeps nothing across steps",
-            before="""
-            import torch
-            def scores(values):
-                out = []
-                for v in values:
-                    n = v.item()
-                    out.append(v)
-                return out
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def distil_observe(target: torch.Tensor, space):
-                space.hidden_state = target
-                return target
-            """,
-            "the attribute is set anew on each call: it holds the last step's graph (for a distillation loss), not one per step",
-            before="""
-            import torch
-            def distil_observe(target: torch.Tensor, space):
-                space.hidden_state = target.clone().detach()
-                return target
-            """,
-        ),
-    )
+    VALID = _VALID
     INVALID = (
         Invalid(
             """
@@ -297,6 +333,8 @@ class ChangeDropsGraphCut(Rule):
                 continue  # (`.item()` swapped for `.detach()`: the graph is cut still, on the device)
             if value.kind is Kind.UNKNOWN and graphless_helper_call(flow, _kept_expression(event)):
                 continue  # `accuracy(...)` now returns numbers: the `.item()` moved into it
+            if isinstance(event, Accumulate) and differentiated(flow, event):
+                continue  # `tot_loss += loss` then `tot_loss.backward()`: the change made it an in-graph sum on purpose
             reported.add(event.line)
             stmt = event.stmt or event.node
             if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):  # a cache filled once
