@@ -1571,7 +1571,8 @@ def test_a_base_class_call_through_super_is_not_a_caller_of_the_method_that_make
     result = run_cli("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
     assert result.json["findings"] == []
     # A subclass's `super().record_transition(...)` does reach PPO's, and reads `rewards` after.
-    repo.write("agents/logged.py", "from agents.ppo import PPO\n\n\nclass LoggedPPO(PPO):\n    def record_transition(self, states, rewards):\n        super().record_transition(states, rewards)\n        print(rewards.sum())\n")
+    logged = "from agents.ppo import PPO\n\n\nclass LoggedPPO(PPO):\n    def record_transition(self, states, rewards):\n"
+    repo.write("agents/logged.py", logged + "        super().record_transition(states, rewards)\n        print(rewards.sum())\n")
     repo.commit("log the rewards each step")
     result = run_cli("--repo", str(repo.path), "--base", "HEAD~2", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
     assert [(f["path"], f["rule"]) for f in result.json["findings"]] == [("agents/ppo.py", "RC112")]

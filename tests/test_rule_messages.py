@@ -2251,3 +2251,31 @@ def test_two_rules_proposing_one_edit_to_one_line_give_one_finding() -> None:
     assert alone == {"RC341": [5, 6], "RC348": [5, 6]}
     both = review_file(example_job("m.py", text, None, ("RC341", "RC348"))).findings
     assert [(f.line, f.rule) for f in both] == [(5, "RC348"), (6, "RC348")]
+
+
+def test_a_list_made_anew_in_the_arm_that_splits_each_batch_lives_one_optimizer_step() -> None:
+    # hysts' pytorch_image_classification before the refactor: the chunk loop and its
+    # `outputs = []` sit in the `else:` arm of the step, and the optimizer steps after it.
+    code = """
+    import torch
+    def train(model, criterion, optimizer, loader, n_split: int, whole: bool):
+        for data, targets in loader:
+            optimizer.zero_grad()
+            if whole:
+                outputs = model(data)
+                criterion(outputs, targets).backward()
+            else:
+                outputs = []
+                for data_chunk, target_chunk in zip(data.chunk(n_split), targets.chunk(n_split)):
+                    output_chunk = model(data_chunk)
+                    outputs.append(output_chunk)
+                    criterion(output_chunk, target_chunk).backward()
+                outputs = torch.cat(outputs)
+            optimizer.step()
+            print((outputs.argmax(1) == targets).float().mean().item())
+    """
+    assert _messages(code, "RC252") == []
+    # Kept across the steps instead, the chunks' outputs pile up step after step.
+    kept = code.replace("        for data, targets in loader:", "        history = []\n        for data, targets in loader:")
+    kept = kept.replace("outputs.append(output_chunk)", "outputs.append(output_chunk)\n                    history.append(output_chunk)")
+    assert len(_messages(kept, "RC252")) == 1

@@ -11,7 +11,7 @@ from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
 from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in, short_code
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.graph_retention.helpers import backward_on, combined_after, detached
@@ -489,7 +489,11 @@ def _one_optimizer_step(flow: FunctionFlow, container: str, store: Store, loop: 
     enclosing = [flow.loops[i] for i in store.loops if i in flow.loops and flow.loops[i] is not loop and flow.loops[i].start < loop.start]
     for step in sorted(enclosing, key=lambda candidate: candidate.start, reverse=True):
         if _steps_inside(flow, step):
-            return bound_each_step(flow, container, step, loop.start)
+            # Made anew before the inner loop in each pass that reaches it (under an `if` too).
+            return bound_each_step(flow, container, step, loop.start) or any(
+                isinstance(e, Bind) and e.name == container and step.start <= e.line < loop.start and store.arms[: len(e.arms)] == e.arms and e.value.grad is Tri.NO
+                for e in flow.events
+            )
     return False
 
 
