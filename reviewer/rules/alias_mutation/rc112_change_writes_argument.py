@@ -9,6 +9,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.guesses import COUNT_NAME
+from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.intent import declares_mutation, is_mutating_function, registered_op, state_like
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
@@ -328,10 +329,17 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
 
     def elsewhere(node: cst.CSTNode, param: str) -> bool:
         """Every write there surely lands in memory the function made itself, or the name
-        no longer holds the argument when it runs (`sims = scale * (sims - m)` first)."""
+        was bound to arithmetic first (`sims = scale * (sims - m)`), a new value whatever its
+        operands are; a name bound to a helper's result (`x = _check_input(x)`) may still be
+        the argument."""
         writes = seen.get(id(node))
         if writes is None:
             return False
-        return all(roots.allocated_here(w.target.roots) or not any(roots.is_argument(r, param) for r in w.target.roots) for w in writes)
+
+        def arithmetic(write: Write) -> bool:
+            bind = last_bind(flow, param, write.index, reaching=write)
+            return bind is not None and isinstance(bind.expr, (cst.BinaryOperation, cst.UnaryOperation))
+
+        return all(roots.allocated_here(w.target.roots) or arithmetic(w) for w in writes)
 
     yield from sorted(((node, param) for node, param in out if not elsewhere(node, param)), key=lambda pair: flow.file.line_of(pair[0]))
