@@ -547,10 +547,10 @@ def _no_facts() -> Facts:
     return {"classes": {}, "functions": {}, "calls": [], "sequences": [], "nn_names": []}
 
 
-def _another_framework_only(tree: ast.Module) -> bool:
+def _another_framework_only(imports: list[ast.Import | ast.ImportFrom]) -> bool:
     """The file imports another array framework and no torch module (as `parse.another_framework_only`)."""
-    packages = {a.name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    packages |= {n.module.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    packages = {a.name.partition(".")[0] for n in imports if isinstance(n, ast.Import) for a in n.names}
+    packages |= {n.module.partition(".")[0] for n in imports if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
     return "torch" not in packages and bool(packages & OTHER_FRAMEWORKS)
 
 
@@ -561,13 +561,15 @@ def file_facts(text: str) -> Facts:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return _no_facts()
-    if _another_framework_only(tree):
+    # One walk for the imports, at any depth, that both questions below read.
+    imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    if _another_framework_only(imports):
         return _no_facts()  # JAX's `rewards += r` makes a new array: its calls write into no one's tensor
     classes: dict[str, Facts] = {}
     functions: dict[str, Facts] = {}
     calls: list[Facts] = []
     script: list[ast.AST] = []  # the module's own statements: a script's calls count too
-    modules = frozenset(a.asname or a.name.partition(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names)
+    modules = frozenset(a.asname or a.name.partition(".")[0] for n in imports if isinstance(n, ast.Import) for a in n.names)
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
