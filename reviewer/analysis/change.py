@@ -253,7 +253,11 @@ def compare(after: ParsedFile, before: ParsedFile, changed: frozenset[int]) -> d
             if stmt.line not in changed:
                 continue
             skeleton, has = stripped(stmt.code)
-            for old_stmt, had in by_skeleton.get(skeleton, []):
+            candidates = by_skeleton.get(skeleton, [])
+            # The very statement was in the base version (spikingjelly's neuron, moved under a
+            # new branch beside its `.clone()` arm): it dropped nothing, whatever its twin had.
+            same = [c for c in candidates if c[0].code == stmt.code]
+            for old_stmt, had in same or candidates:
                 lost = had - has
                 if lost:
                     dropped.extend(Dropped(stmt.line, what, old_stmt.code) for what in sorted(lost))

@@ -124,6 +124,8 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
         kind = annotation_kind(cx, param.annotation.annotation)
         if kind is Kind.TENSOR and evidence.methods.get(name, set()) & _CONTAINER_ONLY_METHODS:
             kind = Kind.OTHER  # `predictions: torch.Tensor` read as `predictions.keys()`: the annotation is wrong
+        if kind is Kind.TENSOR and isinstance(param.default, (cst.Integer, cst.Float, cst.UnaryOperation)):
+            kind = Kind.UNKNOWN  # `mu: torch.Tensor = 0.0`: the default says a plain number is welcome too
     if kind is Kind.UNKNOWN and param.default is not None:
         default = cx.ev(param.default)
         if default.kind in (Kind.SCALAR, Kind.NONE, Kind.OTHER):

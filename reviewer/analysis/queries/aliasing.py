@@ -157,7 +157,10 @@ def alias_pairs(flow: FunctionFlow, write: Write) -> list[AliasPair]:
     for holder, value in holders_before(flow, write, write.target.roots, writer).items():
         holder_bind = last_bind(flow, holder, write.index, reaching=write)
         # A read in the other arm of the flag the alias was bound under sees another value.
-        reads = [r for r in reads_after(flow, write, holder, write.target.roots) if holder_bind is None or not r.exclusive_with(holder_bind)]
+        # A read of the shape alone (`len(f)`, `f.shape`) sees nothing a write of the values changes.
+        reads = [
+            r for r in reads_after(flow, write, holder, write.target.roots) if (holder_bind is None or not r.exclusive_with(holder_bind)) and not reads_layout_only(r)
+        ]
         if not reads:
             continue
         if disjoint_slices(flow, writer_bind, holder_bind):
@@ -224,7 +227,7 @@ _LAYOUT = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel",
 
 
 def reads_layout_only(use: Use) -> bool:
-    """`x.shape`, `x.size(0)`, `x.dtype`: a read that no write of the values can change."""
+    """`x.shape`, `x.size(0)`, `x.dtype`, `len(x)`: a read that no write of the values can change."""
     stmt = use.stmt
     if stmt is None:
         return False
@@ -234,6 +237,10 @@ def reads_layout_only(use: Use) -> bool:
         def visit_Attribute(self, node: cst.Attribute) -> None:
             nonlocal found
             found = found or (node.value is use.node and node.attr.value in _LAYOUT)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            found = found or (isinstance(node.func, cst.Name) and node.func.value == "len" and len(node.args) == 1 and node.args[0].value is use.node)
 
     stmt.visit(Find())
     return found

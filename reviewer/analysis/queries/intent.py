@@ -9,10 +9,10 @@ import re
 
 import libcst as cst
 
-from review_copies.analysis.events import FunctionFlow, Return, Use, Write
+from review_copies.analysis.events import Bind, FunctionFlow, Return, Use, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import built_on_optimizer, code_of, dotted
+from review_copies.analysis.syntax import built_on_optimizer, code_of, dotted, names_in
 from review_copies.analysis.values import Kind
 
 # `t.set_(src)` swaps the storage under the tensor object itself: the one way to update a
@@ -152,6 +152,16 @@ def _numbers(annotation: cst.BaseExpression) -> bool:
         items = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
         return bool(items) and all(isinstance(i, cst.Ellipsis) or _numbers(i) for i in items)
     return False
+
+
+def returns_its_original(flow: FunctionFlow, arg: str, write: Write) -> bool:
+    """self-critical.pytorch's `add_diversity`: `unaug = logprobs.clone()`, then the argument
+    is lowered in place and `return unaug`. The function copied what it was handed before
+    writing and hands the copy back: the write into the argument is its other output, on
+    purpose, and the caller reads the changed tensor because it asked for it."""
+    copies = {f"{arg}.clone()", f"{arg}.detach().clone()", f"{arg}.clone().detach()", f"torch.clone({arg})", f"copy.deepcopy({arg})", f"{arg}.copy()"}
+    kept = {b.name for b in flow.of(Bind) if b.index < write.index and b.expr is not None and code_of(b.expr) in copies}
+    return bool(kept) and any(e.value_node is not None and names_in(e.value_node) & kept for e in flow.of(Return))
 
 
 def restored(flow: FunctionFlow, write: Write) -> bool:

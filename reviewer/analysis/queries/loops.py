@@ -91,8 +91,8 @@ def _leaves_after(flow: FunctionFlow, block: cst.BaseSuite, line: int) -> bool:
 
 
 def one_iteration(flow: FunctionFlow, event: Event, loop: Loop) -> bool:
-    """Does the event run in a single iteration of the loop only: in a block that leaves the
-    loop (`...; break`), under `if step == 0:`
+    """Does the event run in a single iteration of the loop only (or a fixed few: `if t == 0
+    or t == T - 1:`): in a block that leaves the loop (`...; break`), under `if step == 0:`
     (the loop's own counter compared with a number) or, where the loop counts (`range`,
     `enumerate`: no value comes twice), `if i == start:` with a name the loop never
     rebinds? What it keeps is then one step's."""
@@ -135,7 +135,21 @@ class _IfCounterIs(cst.CSTVisitor):
             return False
         if isinstance(other, cst.Integer):
             return counter.value in self.counters
-        return counter.value in self.counting and isinstance(other, cst.Name) and other.value in self.invariant
+        if counter.value not in self.counting:
+            return False
+        if isinstance(other, cst.Name):
+            return other.value in self.invariant
+        # `t == net.T - 1`: arithmetic on names the loop never rebinds, with no call in it.
+        return isinstance(other, (cst.BinaryOperation, cst.Attribute)) and "(" not in code_of(other) and names_in(other) <= self.invariant
+
+    def _equal_once(self, test: cst.BaseExpression) -> bool:
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            # `if t == 0 or t == T - 1:` runs on a fixed two iterations, however many there are.
+            return self._equal_once(test.left) and self._equal_once(test.right)
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)):
+            return False
+        sides = (test.left, test.comparisons[0].comparator)
+        return self._once(*sides) or self._once(*sides[::-1])
 
     def visit_For(self, node: cst.For) -> bool:
         return False
@@ -147,11 +161,8 @@ class _IfCounterIs(cst.CSTVisitor):
         return False
 
     def visit_If(self, node: cst.If) -> None:
-        test = node.test
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal):
-            sides = (test.left, test.comparisons[0].comparator)
-            if self._once(*sides) or self._once(*sides[::-1]):
-                self.found.append(node)
+        if self._equal_once(node.test):
+            self.found.append(node)
 
 
 def _counting(node: cst.For) -> frozenset[str]:

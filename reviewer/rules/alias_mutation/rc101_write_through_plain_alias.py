@@ -54,6 +54,24 @@ class WriteThroughPlainAlias(WriteThroughAlias):
     VALID = (
         Valid(
             """
+            import numpy as np
+            import torch
+            from numpy.fft import irfft, rfftfreq
+            def powerlaw_noise(exponent: float, samples: int, fmin: float = 0.0):
+                f = rfftfreq(samples)
+                s_scale = f
+                ix = np.sum(s_scale < fmin)
+                if ix and ix < len(s_scale):
+                    s_scale[:ix] = s_scale[ix]
+                s_scale = s_scale ** (-exponent / 2.0)
+                size = len(f)
+                sr = np.random.normal(scale=s_scale, size=size)
+                return torch.from_numpy(irfft(sr, n=samples))
+            """,
+            "`f` is read again only for its length, which writing its values does not change (spikingjelly's colored noise)",
+        ),
+        Valid(
+            """
             import torch
             def softmax_w_top(similarity: torch.Tensor, top_k: int) -> torch.Tensor:
                 values, indices = torch.topk(similarity, k=top_k, dim=1)

@@ -23,6 +23,7 @@ from review_copies.analysis.queries.intent import (
     reset_before_use,
     restored,
     returns_a_number,
+    returns_its_original,
     returns_something,
     sets_its_data,
     state_like,
@@ -38,6 +39,23 @@ from review_copies.rules.alias_mutation.helpers import callers_in_repository_dro
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        def beam_search(step_logprobs, table, lam: float, beams: int):
+            def add_diversity(table, logprobs, t, lam, beams):
+                unaug = logprobs.clone()
+                for prev in range(t):
+                    chosen = table[prev]
+                    for b in range(beams):
+                        logprobs[b][chosen[b]] = logprobs[b][chosen[b]] - lam
+                return unaug
+            for t, logprobs in enumerate(step_logprobs):
+                unaug = add_diversity(table, logprobs, t, lam, beams)
+                print(logprobs.topk(beams), unaug.sum())
+        """,
+        "the helper copies the argument before writing and returns the copy: lowering the caller's scores in place is its other output (self-critical.pytorch's `add_diversity`)",
+    ),
     Valid(
         """
         import torch
@@ -456,6 +474,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         # Read again by the function itself after writing it under another name: the hazard
         # is inside it (`noisy = clean; noisy.add_(n); mse(pred, clean)`), whatever callers do.
         inside = _read_after_through_alias(flow, write, arg, writer)
+        if returns_its_original(flow, arg, write):
+            continue  # it copied the argument before writing and hands the copy back
         if restored(flow, write) or (not inside and (fresh_at_every_call_site(flow, arg) or callers_rebind(flow, arg) or callers_expect_the_write(flow, arg))):
             continue
         if write.target.via in ("index", "view") and callers_pass_sequences(flow, arg):

@@ -21,6 +21,20 @@ from review_copies.rules.base import Hit, Invalid, Rule, Valid
 _VALID = (
     Valid(
         """
+        import torch
+        class STDPParameters:
+            def __init__(self, eta: torch.Tensor = torch.as_tensor(1e-3), algorithm: str = "additive", mu: torch.Tensor = 0.0):
+                self.eta = eta
+                if algorithm == "additive":
+                    self.mu = torch.tensor(0.0)
+                else:
+                    self.mu = torch.tensor(mu)
+                self.update = lambda w: self.eta * torch.pow(1.0 - w, self.mu)
+        """,
+        "`mu: torch.Tensor = 0.0`: the default is a plain number, so `mu` may be one, and `mu.detach()` would raise on it (norse's STDP parameters)",
+    ),
+    Valid(
+        """
         import numpy as np
         import torch
         def load_scene(path):

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFl
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
-from review_copies.analysis.syntax import names_in
+from review_copies.analysis.syntax import dotted, names_in
 from review_copies.analysis.values import Tri
 
 
@@ -75,3 +75,35 @@ def differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
         if not restarted:
             return True
     return False
+
+
+def trimmed(flow: FunctionFlow, container: str) -> bool:
+    """RoboFlamingo's action head appends each step's feature to `self.history_memory` and
+    pops the oldest once it holds more than `history_len`: `container.pop(...)`, `del
+    container[...]` or `container = container[-n:]` in the same method keeps a bounded
+    window, not a list that grows with every call."""
+    scope = flow.scope
+    if scope is None:
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("pop", "popleft") and dotted(func.value) == container:
+                found = True
+
+        def visit_Del(self, node: cst.Del) -> None:
+            nonlocal found
+            targets = [e.target for e in node.target.elements] if isinstance(node.target, cst.Tuple) else [node.target]
+            found = found or any(isinstance(t, cst.Subscript) and dotted(t.value) == container for t in targets)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            value = node.value
+            if isinstance(value, cst.Subscript) and dotted(value.value) == container and any(dotted(t.target) == container for t in node.targets):
+                found = True
+
+    scope.node.visit(_Find())
+    return found

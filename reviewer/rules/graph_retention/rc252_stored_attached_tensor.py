@@ -14,7 +14,7 @@ from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in,
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_on, combined_after, detached
+from review_copies.rules.graph_retention.helpers import backward_on, combined_after, detached, trimmed
 
 _VALID = (
     Valid(
@@ -263,6 +263,23 @@ _VALID = (
         """,
         "a window of the last `history_len` steps: the method drops the oldest itself, so the list does not grow call after call",
     ),
+    Valid(
+        """
+        import torch
+        def train(module, loader, optimizer):
+            module.train()
+            outputs = []
+            for i, batch in enumerate(loader):
+                optimizer.zero_grad()
+                output = module.training_step(batch, i)
+                output["loss"].backward()
+                optimizer.step()
+                output["loss"] = output["loss"].detach()
+                outputs.append(output)
+            return module.training_epoch_end(outputs)
+        """,
+        "the step's dict is kept after its loss was replaced by the detached value (packnet-sfm's trainer)",
+    ),
 )
 
 
@@ -373,7 +390,7 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
         persistent = container.startswith("self.") and store.how in ("append", "extend", "insert") and not emptied_before(flow, container, store)
         if loop is None and not persistent:
             continue
-        if persistent and loop is None and _trimmed(flow, container):
+        if persistent and loop is None and trimmed(flow, container):
             continue  # a window the method trims itself (`self.history.pop(0)`): it does not grow call after call
         # The list must outlive a step: made before the step loop, not anew in each step.
         outer = step_loop(flow, store) if loop is not None else None
@@ -385,6 +402,8 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # the micro-batches of one optimizer step, in a list made anew for each step
         if outer is not None and _carried_into_next_pass(flow, store, outer):
             continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
+        if loop is not None and _entry_let_go(flow, store, loop):
+            continue  # a step's dict whose graph-carrying entry was replaced by its detached value
         if _made_into_array(flow, container, store):
             continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
         if outer is not None and combined_after(flow, container, outer):
@@ -435,6 +454,20 @@ def _carried_into_next_pass(flow: FunctionFlow, store: Store, loop: Loop) -> boo
         if made < e.line <= loop.end and e.expr is not None and names_in(e.expr) & derived and _keeps_graph(e.expr):
             derived.add(e.name)
     return bool((derived - {stored}) & feeding)
+
+
+def _entry_let_go(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
+    """packnet-sfm's trainer: `output["loss"] = output["loss"].detach()` just before
+    `outputs.append(output)`. The stored value is the step's dict, whose graph-carrying entry
+    the step replaced with its detached value; the other entries are the callee's to say, and
+    the author has shown what was attached."""
+    if not isinstance(store.value_node, cst.Name):
+        return False
+    name = store.value_node.value
+    return any(
+        e.container == name and e.how == "setitem" and loop.start <= e.line < store.line and e.value_node is not None and not _keeps_graph(e.value_node)
+        for e in flow.of(Store)
+    )
 
 
 def _keeps_graph(expr: cst.BaseExpression) -> bool:
@@ -546,34 +579,3 @@ def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> in
         return event.line
     return None
 
-
-def _trimmed(flow: FunctionFlow, container: str) -> bool:
-    """RoboFlamingo's action head appends each step's feature to `self.history_memory` and
-    pops the oldest once it holds more than `history_len`: `container.pop(...)`, `del
-    container[...]` or `container = container[-n:]` in the same method keeps a bounded
-    window, not a list that grows with every call."""
-    scope = flow.scope
-    if scope is None:
-        return False
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("pop", "popleft") and dotted(func.value) == container:
-                found = True
-
-        def visit_Del(self, node: cst.Del) -> None:
-            nonlocal found
-            targets = [e.target for e in node.target.elements] if isinstance(node.target, cst.Tuple) else [node.target]
-            found = found or any(isinstance(t, cst.Subscript) and dotted(t.value) == container for t in targets)
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            nonlocal found
-            value = node.value
-            if isinstance(value, cst.Subscript) and dotted(value.value) == container and any(dotted(t.target) == container for t in node.targets):
-                found = True
-
-    scope.node.visit(_Find())
-    return found

@@ -63,6 +63,26 @@ class PerIterationCloneIntoNewTensor(Rule):
     VALID = (
         Valid(
             """
+            import matplotlib.pyplot as plt
+            import torch
+            def show(net, encoder, loader, plot_map):
+                with torch.no_grad():
+                    for img, label in loader:
+                        out_spikes = 0
+                        for t in range(net.T):
+                            out_spikes += encoder(img).squeeze()
+                            if t == 0 or t == net.T - 1:
+                                out_spikes_c = out_spikes.clone()
+                                for i in range(out_spikes_c.shape[0]):
+                                    if out_spikes_c[i].max().item() > out_spikes_c[i].min().item():
+                                        out_spikes_c[i] = (out_spikes_c[i] - out_spikes_c[i].min()) / (out_spikes_c[i].max() - out_spikes_c[i].min())
+                                plot_map(out_spikes_c)
+                                plt.show()
+            """,
+            "the copy is made on the first and the last step only (`if t == 0 or t == net.T - 1:`), not on every iteration (spikingjelly's tutorial plot)",
+        ),
+        Valid(
+            """
             import torch
             def mtp_losses(lm_head, hidden_states, labels, loss_fn):
                 shifted = None

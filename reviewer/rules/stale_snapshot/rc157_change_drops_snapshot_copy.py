@@ -65,6 +65,35 @@ class ChangeDropsSnapshotCopy(Rule):
         Valid(
             """
             import torch
+            class Neuron(torch.nn.Module):
+                def forward(self, x_seq):
+                    if self.backend == "torch":
+                        v_seq = torch.cumsum(x_seq, 0)
+                        if self.store_v_seq:
+                            self.v_seq = v_seq
+                            self.v = v_seq[-1]
+                        else:
+                            self.v = v_seq[-1].clone()
+                        return v_seq > 1
+                    return x_seq > 1
+            """,
+            "the base version had `self.v = v_seq[-1]` already, beside its `.clone()` arm: the change moved both under a new branch and dropped nothing (spikingjelly's neurons)",
+            before="""
+            import torch
+            class Neuron(torch.nn.Module):
+                def forward(self, x_seq):
+                    v_seq = torch.cumsum(x_seq, 0)
+                    if self.store_v_seq:
+                        self.v_seq = v_seq
+                        self.v = v_seq[-1]
+                    else:
+                        self.v = v_seq[-1].clone()
+                    return v_seq > 1
+            """,
+        ),
+        Valid(
+            """
+            import torch
             def run(steps, x):
                 out = []
                 for _ in range(steps):
