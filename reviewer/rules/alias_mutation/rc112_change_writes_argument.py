@@ -75,6 +75,35 @@ class ChangeWritesArgument(Rule):
         Valid(
             """
             import torch
+            class LinearChain:
+                def _check_potentials(self, edge, lengths=None):
+                    batch, n, c, c2 = edge.shape
+                    edge.requires_grad_(True)
+                    if lengths is None:
+                        lengths = torch.LongTensor([n + 1] * batch)
+                    return edge, batch, n + 1, c, lengths
+                def _dp(self, log_potentials, lengths=None):
+                    log_potentials, batch, n, c, lengths = self._check_potentials(log_potentials, lengths)
+                    return log_potentials.logsumexp(-1).sum(), lengths
+            """,
+            "`requires_grad_(True)` sets a flag and writes none of the values callers read (torch-struct marks its potentials for their marginals)",
+            before="""
+            import torch
+            class LinearChain:
+                def _check_potentials(self, edge, lengths=None):
+                    batch, n, c, c2 = edge.shape
+                    if lengths is None:
+                        lengths = torch.LongTensor([n + 1] * batch)
+                    return edge, batch, n + 1, c, lengths
+                def _dp(self, log_potentials, lengths=None):
+                    log_potentials.requires_grad_(True)
+                    log_potentials, batch, n, c, lengths = self._check_potentials(log_potentials, lengths)
+                    return log_potentials.logsumexp(-1).sum(), lengths
+            """,
+        ),
+        Valid(
+            """
+            import torch
             def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
                 similarities = scale * (similarities - margin)
                 if old_classes_temperature:
@@ -308,7 +337,9 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
             while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
                 method = call.func.attr.value
                 receiver = call.func.value
-                if isinstance(receiver, cst.Name) and self.ours(receiver.value) and api.is_inplace_method(method):
+                # `x.requires_grad_(True)` sets a flag and writes no values: what callers read of
+                # `x` is unchanged (torch-struct marks its potentials for its marginals this way).
+                if isinstance(receiver, cst.Name) and self.ours(receiver.value) and api.is_inplace_method(method) and method != "requires_grad_":
                     out.append((node, receiver.value))
                     return
                 call = receiver

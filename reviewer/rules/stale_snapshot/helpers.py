@@ -9,9 +9,10 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Store, Use, Write
 from review_copies.analysis.queries.aliasing import calls_with, last_bind, name_of, on_every_path
+from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, dotted, names_in
+from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in, receiver_of
 from review_copies.analysis.values import Kind, Value
 
 
@@ -341,3 +342,81 @@ def beside_a_written_handle(flow: FunctionFlow, bind: Bind) -> bool:
     `update` mixes `source_dict` into `target_dict`)."""
     others = sorted({b.name for b in flow.of(Bind) if b.name.startswith("self.") and b.name != bind.name and state_dict_refs(b.value)})
     return any(written_through_elsewhere(flow, name) for name in others)
+
+
+def replaced_on_first_pass(flow: FunctionFlow, name: str, read: Use) -> bool:
+    """MOON's FedAvg: `for i, net in enumerate(nets): if i == 0: for k in sd: w[k] = sd[k] * f`
+    `else: for k in sd: w[k] += sd[k] * f`. The first pass sets every entry of `w` anew, so the
+    read in the other arm sees the running sums, never the tensors the snapshot referenced."""
+    for number in read.loops:
+        node = flow.loops[number].node
+        if not (isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and dotted(node.iter.func) == "enumerate"):
+            continue
+        if not (isinstance(node.target, cst.Tuple) and isinstance(node.target.elements[0].value, cst.Name)):
+            continue
+        counter = node.target.elements[0].value.value
+        for stmt in node.body.body:
+            if isinstance(stmt, cst.If) and stmt.orelse is not None and _is_first(stmt.test, counter) and _sets_every_entry(stmt.body, name):
+                start, end = flow.file.span(stmt.orelse)
+                first, last = flow.file.span(stmt.body)
+                setting = any(isinstance(e, Store) and e.how == "setitem" and e.container == name and e.line == read.line for e in flow.events)
+                if start <= read.line <= end or (first <= read.line <= last and setting):
+                    return True
+    return False
+
+
+def _is_first(test: cst.BaseExpression, counter: str) -> bool:
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+        and name_of(test.left) == counter
+        and isinstance(test.comparisons[0].comparator, cst.Integer)
+        and test.comparisons[0].comparator.value == "0"
+    )
+
+
+def _sets_every_entry(body: cst.BaseSuite, name: str) -> bool:
+    """`for k in keys: name[k] = ...` directly in the block."""
+    for stmt in getattr(body, "body", ()):
+        if not (isinstance(stmt, cst.For) and isinstance(stmt.target, cst.Name)):
+            continue
+        key = stmt.target.value
+        for inner in getattr(stmt.body, "body", ()):
+            for small in getattr(inner, "body", ()) if isinstance(inner, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Subscript) and name_of(t.target.value) == name and len(t.target.slice) == 1 and code_of(t.target.slice[0].slice) == key
+                    for t in small.targets
+                ):
+                    return True
+    return False
+
+
+def _clone_items(source: cst.BaseExpression) -> cst.DictComp:
+    """`{k: v.detach().clone() for k, v in source.items()}`: a copy that needs no import."""
+    k, v = cst.Name("k"), cst.Name("v")
+    return cst.DictComp(
+        key=k,
+        value=chain(v, "detach", "clone"),
+        for_in=cst.CompFor(target=cst.Tuple([cst.Element(k), cst.Element(v)], lpar=[], rpar=[]), iter=method(atom(source), "items")),
+    )
+
+
+def deepcopy_fix(flow: FunctionFlow, expr: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode]:
+    inner = expr
+    # d.copy() and dict(d) are shallow: deep-copy the original instead.
+    if call_method_name(expr) == "copy" and isinstance(expr, cst.Call) and not expr.args:
+        inner = receiver_of(expr)
+    elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict" and len(expr.args) == 1:
+        inner = expr.args[0].value
+    spelled = copy_module(flow)
+    if spelled is None:
+        # Without `import copy` a deepcopy suggestion would not run: copy the tensors instead.
+        return expr, _clone_items(inner)
+    return expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(inner)])
+
+
+def remedy(flow: FunctionFlow) -> str:
+    if copy_module(flow):
+        return "Use `copy.deepcopy(...)`"
+    return "Copy the tensors (`{k: v.detach().clone() for k, v in ....items()}`, or `copy.deepcopy(...)` after `import copy`)"

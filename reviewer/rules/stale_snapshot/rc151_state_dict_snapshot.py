@@ -10,26 +10,51 @@ import libcst as cst
 from review_copies.analysis.events import Bind, Call, FunctionFlow, Use, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
 from review_copies.analysis.queries.aliasing import name_of, on_every_path
-from review_copies.analysis.rewrite import atom, chain, dotted_expr, method
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, dotted, receiver_of, short_code
+from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.stale_snapshot.helpers import (
     beside_a_written_handle,
     changes_after,
-    copy_module,
+    deepcopy_fix,
     entry_replaced,
     handed_to_a_fresh_owner,
     owner_of,
     read_after,
+    remedy,
+    replaced_on_first_pass,
     state_dict_refs,
     written_through_elsewhere,
     written_through_entries,
 )
 
 _VALID = (
+    Valid(
+        """
+        import copy
+        import torch
+        def federate(global_model, nets, rounds, freqs, local_train):
+            for round in range(rounds):
+                global_model.eval()
+                global_w = global_model.state_dict()
+                for net in nets:
+                    net.load_state_dict(global_w)
+                local_train(nets, global_model=global_model)
+                for net_id, net in enumerate(nets):
+                    net_para = net.state_dict()
+                    if net_id == 0:
+                        for key in net_para:
+                            global_w[key] = net_para[key] * freqs[net_id]
+                    else:
+                        for key in net_para:
+                            global_w[key] += net_para[key] * freqs[net_id]
+                global_model.load_state_dict(global_w)
+            return copy.deepcopy(global_model)
+        """,
+        "FedAvg's first pass sets every entry of `global_w` anew before any pass reads one: the sums never see the tensors the state dict referenced (MOON)",
+    ),
     Valid(
         """
         import torch
@@ -488,9 +513,9 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
             # Kept on the object: training between calls changes it under the snapshot.
             message = (
                 f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. It is kept on the object while the model "
-                f"(or optimizer) goes on changing, so whatever later reads `{bind.name}` gets the current values. {_remedy(flow)}."
+                f"(or optimizer) goes on changing, so whatever later reads `{bind.name}` gets the current values. {remedy(flow)}."
             )
-            yield Hit(bind.node, message, _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
+            yield Hit(bind.node, message, deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
             continue
         owner = owner_of(bind.expr)
         if owner and _an_iterator(flow, owner):
@@ -502,13 +527,15 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
         read = read_after(flow, bind.name, change, roots, bind)
         if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
             continue
+        if replaced_on_first_pass(flow, bind.name, read):
+            continue  # FedAvg's first pass sets every entry anew: the read sees the sums
         if _rebound_to_copies(flow, bind, read):
             continue  # `ema = m.state_dict()`, then `ema = type(ema)((k, ema[k].clone()) ...)`: the read sees the copies
         message = (
             f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
-            f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {_remedy(flow)}."
+            f"changes them, so `{bind.name}` read at line {read.line} holds the new values. {remedy(flow)}."
         )
-        fix = _deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
+        fix = deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None
         yield Hit(bind.node, message, fix, anchors=(read.node,))
 
 
@@ -556,32 +583,3 @@ def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
         for e in flow.of(Call)
     )
 
-
-def _clone_items(source: cst.BaseExpression) -> cst.DictComp:
-    """`{k: v.detach().clone() for k, v in source.items()}`: a copy that needs no import."""
-    k, v = cst.Name("k"), cst.Name("v")
-    return cst.DictComp(
-        key=k,
-        value=chain(v, "detach", "clone"),
-        for_in=cst.CompFor(target=cst.Tuple([cst.Element(k), cst.Element(v)], lpar=[], rpar=[]), iter=method(atom(source), "items")),
-    )
-
-
-def _deepcopy_fix(flow: FunctionFlow, expr: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode]:
-    inner = expr
-    # d.copy() and dict(d) are shallow: deep-copy the original instead.
-    if call_method_name(expr) == "copy" and isinstance(expr, cst.Call) and not expr.args:
-        inner = receiver_of(expr)
-    elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict" and len(expr.args) == 1:
-        inner = expr.args[0].value
-    spelled = copy_module(flow)
-    if spelled is None:
-        # Without `import copy` a deepcopy suggestion would not run: copy the tensors instead.
-        return expr, _clone_items(inner)
-    return expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(inner)])
-
-
-def _remedy(flow: FunctionFlow) -> str:
-    if copy_module(flow):
-        return "Use `copy.deepcopy(...)`"
-    return "Copy the tensors (`{k: v.detach().clone() for k, v in ....items()}`, or `copy.deepcopy(...)` after `import copy`)"
