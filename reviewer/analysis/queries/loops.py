@@ -52,12 +52,19 @@ def trains_inside(flow: FunctionFlow, loop: Loop) -> bool:
 FEW_STEPS = 8
 
 
-def few_steps(loop: Loop) -> bool:
-    """`for i in range(3)`, `for lr in (0.1, 0.01)`: a literal, small number of iterations."""
+def few_steps(loop: Loop, flow: FunctionFlow | None = None) -> bool:
+    """`for i in range(3)`, `for lr in (0.1, 0.01)`: a literal, small number of iterations;
+    with `flow`, also a parameter whose default is such a literal (`def predict(self, x,
+    img_sizes=(-1,))`: scales of a multi-scale test, a handful at most)."""
     node = loop.node
     if not isinstance(node, cst.For):
         return False
     it = node.iter
+    if isinstance(it, cst.Name) and flow is not None and flow.scope is not None and isinstance(flow.scope.node, cst.FunctionDef):
+        params = flow.scope.node.params
+        default = next((p.default for p in (*params.params, *params.kwonly_params) if p.name.value == it.value), None)
+        rebound = any(isinstance(e, Bind) and e.name == it.value and e.line < loop.start for e in flow.events)
+        it = default if default is not None and not rebound else it
     if isinstance(it, (cst.List, cst.Tuple)):
         return len(it.elements) <= FEW_STEPS
     if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range" and 1 <= len(it.args) <= 2:

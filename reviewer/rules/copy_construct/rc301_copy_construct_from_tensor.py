@@ -255,6 +255,22 @@ class CopyConstructFromTensor(Rule):
             """
             import torch
             def f(x: torch.Tensor):
+                y = torch.tensor(x.data.clone(), requires_grad=False)
+                return y * 2
+            """,
+            line=3,
+            fix="""
+            import torch
+            def f(x: torch.Tensor):
+                y = x.data.detach().clone()
+                return y * 2
+            """,
+            note="one copy, not a clone of the clone (3DDFA's loss)",
+        ),
+        Invalid(
+            """
+            import torch
+            def f(x: torch.Tensor):
                 y = torch.tensor(x)
                 return y * 2
             """,
@@ -393,6 +409,8 @@ def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode
     if set(keywords) - {"dtype", "device", "requires_grad", "pin_memory"}:
         return None
     conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
+    if isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute) and arg.func.attr.value == "clone" and not arg.args:
+        arg = arg.func.value  # `torch.tensor(x.data.clone())`: one copy is the point, not a clone of the clone
     detached = chain(arg, "detach")
     if event.method == "new_tensor" and conversion and "device" not in keywords:
         return None

@@ -9,13 +9,232 @@ import libcst as cst
 from review_copies.analysis.events import Accumulate, Backward, Bind, Call, FunctionFlow, Loop, Store, Use, Write
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import name_of
-from review_copies.analysis.queries.loops import bound_outside, one_iteration
+from review_copies.analysis.queries.loops import bound_outside, few_steps, one_iteration
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import clone_receiver
+
+_VALID = (
+    Valid(
+        """
+        import torch
+        import torch.nn.functional as F
+        class SegmentationModule(torch.nn.Module):
+            def predict(self, tensor, imgSizes=(-1,), segSize=None):
+                with torch.no_grad():
+                    scores = torch.zeros(1, 150, tensor.shape[2], tensor.shape[3])
+                    for img_size in imgSizes:
+                        if img_size != -1:
+                            img_data = F.interpolate(tensor.clone(), size=img_size)
+                        else:
+                            img_data = tensor.clone()
+                        pred_current = self.forward(img_data, segSize=segSize)
+                        scores = scores + pred_current / len(imgSizes)
+                    return scores.argmax(1)
+        """,
+        "a loop over the scales of a multi-scale test (`imgSizes=(-1,)` by default): a handful of passes, each a full forward (lama's ADE20k segmenter)",
+    ),
+    Valid(
+        """
+        import matplotlib.pyplot as plt
+        import torch
+        def show(net, encoder, loader, plot_map):
+            with torch.no_grad():
+                for img, label in loader:
+                    out_spikes = 0
+                    for t in range(net.T):
+                        out_spikes += encoder(img).squeeze()
+                        if t == 0 or t == net.T - 1:
+                            out_spikes_c = out_spikes.clone()
+                            for i in range(out_spikes_c.shape[0]):
+                                if out_spikes_c[i].max().item() > out_spikes_c[i].min().item():
+                                    out_spikes_c[i] = (out_spikes_c[i] - out_spikes_c[i].min()) / (out_spikes_c[i].max() - out_spikes_c[i].min())
+                            plot_map(out_spikes_c)
+                            plt.show()
+        """,
+        "the copy is made on the first and the last step only (`if t == 0 or t == net.T - 1:`), not on every iteration (spikingjelly's tutorial plot)",
+    ),
+    Valid(
+        """
+        import torch
+        def mtp_losses(lm_head, hidden_states, labels, loss_fn):
+            shifted = None
+            total = 0.0
+            for hidden in hidden_states:
+                logits = lm_head(hidden)
+                if shifted is None:
+                    shifted = labels.clone()
+                shifted = torch.roll(shifted, -1, dims=-1)
+                total = total + loss_fn(logits.flatten(0, 1), shifted.flatten())
+            return total
+        """,
+        "`if shifted is None:` clones on the first iteration only; later ones roll the previous result",
+    ),
+    Valid(
+        """
+        import torch
+        def f(template: torch.Tensor, steps: int):
+            out = []
+            for step in range(steps):
+                work = template.clone()
+                work.add_(step)
+                out.append(work)
+            return out
+        """,
+        "each copy is kept",
+    ),
+    Valid(
+        """
+        import torch
+        def children(parent_value: torch.Tensor, parent_label: torch.Tensor, n: int, sigma: float):
+            found = []
+            for _ in range(n):
+                child_value = parent_value + sigma * torch.randn_like(parent_value)
+                child_label = parent_label.clone()
+                found.append((child_value, child_label))
+            return found
+        """,
+        "each copy is kept, inside the tuple the loop appends",
+    ),
+    Valid(
+        """
+        import torch
+        def run(layers, x: torch.Tensor, edge_attr: torch.Tensor, recalc):
+            original_edge_attr = edge_attr.clone()
+            for i, layer in enumerate(layers):
+                edge_attr = torch.cat([edge_attr[:, :-1], edge_attr[:, -1:].long().float()], dim=-1)
+                x = layer(x, edge_attr)
+                if recalc is not None:
+                    edge_attr = recalc(x.detach())
+                else:
+                    edge_attr = original_edge_attr.clone()
+            return x
+        """,
+        "the next pass reads `edge_attr` before setting it: each copy lives into the next iteration",
+    ),
+    Valid(
+        """
+        import torch
+        def f(meshes, offsets: torch.Tensor):
+            areas = []
+            for offset in offsets:
+                moved = meshes.clone()
+                moved.offset_verts_(offset)
+                areas.append(moved.area().sum().item())
+            return areas
+        """,
+        "`meshes` is no tensor (a structure with its own `clone`): `empty_like` would not fit it",
+    ),
+    Valid(
+        """
+        import torch
+        import torch.distributed as dist
+        def reduce_logs(log_vars: dict[str, torch.Tensor]) -> dict[str, float]:
+            out = {}
+            for name, value in log_vars.items():
+                value = value.data.clone()
+                dist.all_reduce(value)
+                out[name] = value.item()
+            return out
+        """,
+        "the loop clones another tensor every iteration (`value.data` of its own `value`): no one buffer fits them all",
+    ),
+    Valid(
+        """
+        import torch
+        def route(logits: torch.Tensor, budgets, num_experts: int):
+            scores_for_topk = 0
+            for budget in budgets:
+                masked = logits.clone()
+                masked[:, int(budget * num_experts):] = float("-inf")
+                scores = torch.sigmoid(masked)
+                scores_for_topk += scores
+            return scores_for_topk
+        """,
+        "each clone feeds a graph that outlives its iteration: one refilled buffer would change what that graph saved",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        def normalize_prototypes(head: nn.Module):
+            for j in range(head.nmb_heads):
+                w = getattr(head, "prototypes" + str(j)).weight.data.clone()
+                w = nn.functional.normalize(w, dim=1, p=2)
+                getattr(head, "prototypes" + str(j)).weight.copy_(w)
+        """,
+        "the source is looked up anew each iteration (another layer, maybe another shape): no one buffer fits them all",
+    ),
+    Valid(
+        """
+        import torch
+        def search(A, log_probs, blank_id: int):
+            B = HypothesisList()
+            for h in range(len(A)):
+                hyp = A[h]
+                for k in range(log_probs.size(0)):
+                    new_hyp = hyp.clone()
+                    new_hyp.log_prob_blank = hyp.log_prob + log_probs[k]
+                    B.add(new_hyp)
+            return B
+        """,
+        "`hyp` has attributes no tensor has (`log_prob`): a hypothesis object, whose clone is not a tensor buffer",
+    ),
+    Valid(
+        """
+        import torch
+        def generate(model, init_out: torch.Tensor, init_state: torch.Tensor, start: int, length: int):
+            tokens = []
+            for i in range(start, start + length):
+                if i == start:
+                    out = init_out.clone()
+                    state = init_state.clone()
+                else:
+                    out, state = model(tokens[-1], state)
+                out[0] = -1e9
+                tokens.append(int(out.argmax()))
+            return tokens
+        """,
+        "the clones run in the loop's first iteration only (`if i == start:`): one copy per loop, not one per iteration",
+    ),
+    Valid(
+        """
+        import torch
+        def best_swap(coords: torch.Tensor, swaps, score):
+            best = coords
+            best_score = score(coords)
+            for swap in swaps:
+                for i, j in swap:
+                    trial = coords.clone()
+                    trial[:, j] = coords[:, i]
+                    if score(trial) > best_score:
+                        best = trial
+                        best_score = score(trial)
+                coords = best.clone()
+            return coords
+        """,
+        "the best try is kept as `best`: one buffer refilled every iteration would change what `best` holds",
+    ),
+    Valid(
+        """
+        import torch
+        def train(net, loader, loss_func, optimizer, w_glob: torch.Tensor, idx: int, lam: float):
+            for images, labels in loader:
+                loss = loss_func(net(images), labels)
+                w = w_glob.clone()
+                w[:, idx] = torch.cat([p.flatten() for p in net.parameters()])
+                loss = loss + lam * w.norm() ** 2
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        "the copy is written with the parameters and backpropagated: one buffer refilled with `copy_` would chain every "
+        "iteration's graph onto the last, and the next backward would run through freed ones (FedRep's regularizer)",
+    ),
+)
 
 
 class PerIterationCloneIntoNewTensor(Rule):
@@ -60,205 +279,7 @@ class PerIterationCloneIntoNewTensor(Rule):
     prefilter = ("clone(",)
     recipes = ("copy-bytes",)
 
-    VALID = (
-        Valid(
-            """
-            import matplotlib.pyplot as plt
-            import torch
-            def show(net, encoder, loader, plot_map):
-                with torch.no_grad():
-                    for img, label in loader:
-                        out_spikes = 0
-                        for t in range(net.T):
-                            out_spikes += encoder(img).squeeze()
-                            if t == 0 or t == net.T - 1:
-                                out_spikes_c = out_spikes.clone()
-                                for i in range(out_spikes_c.shape[0]):
-                                    if out_spikes_c[i].max().item() > out_spikes_c[i].min().item():
-                                        out_spikes_c[i] = (out_spikes_c[i] - out_spikes_c[i].min()) / (out_spikes_c[i].max() - out_spikes_c[i].min())
-                                plot_map(out_spikes_c)
-                                plt.show()
-            """,
-            "the copy is made on the first and the last step only (`if t == 0 or t == net.T - 1:`), not on every iteration (spikingjelly's tutorial plot)",
-        ),
-        Valid(
-            """
-            import torch
-            def mtp_losses(lm_head, hidden_states, labels, loss_fn):
-                shifted = None
-                total = 0.0
-                for hidden in hidden_states:
-                    logits = lm_head(hidden)
-                    if shifted is None:
-                        shifted = labels.clone()
-                    shifted = torch.roll(shifted, -1, dims=-1)
-                    total = total + loss_fn(logits.flatten(0, 1), shifted.flatten())
-                return total
-            """,
-            "`if shifted is None:` clones on the first iteration only; later ones roll the previous result",
-        ),
-        Valid(
-            """
-            import torch
-            def f(template: torch.Tensor, steps: int):
-                out = []
-                for step in range(steps):
-                    work = template.clone()
-                    work.add_(step)
-                    out.append(work)
-                return out
-            """,
-            "each copy is kept",
-        ),
-        Valid(
-            """
-            import torch
-            def children(parent_value: torch.Tensor, parent_label: torch.Tensor, n: int, sigma: float):
-                found = []
-                for _ in range(n):
-                    child_value = parent_value + sigma * torch.randn_like(parent_value)
-                    child_label = parent_label.clone()
-                    found.append((child_value, child_label))
-                return found
-            """,
-            "each copy is kept, inside the tuple the loop appends",
-        ),
-        Valid(
-            """
-            import torch
-            def run(layers, x: torch.Tensor, edge_attr: torch.Tensor, recalc):
-                original_edge_attr = edge_attr.clone()
-                for i, layer in enumerate(layers):
-                    edge_attr = torch.cat([edge_attr[:, :-1], edge_attr[:, -1:].long().float()], dim=-1)
-                    x = layer(x, edge_attr)
-                    if recalc is not None:
-                        edge_attr = recalc(x.detach())
-                    else:
-                        edge_attr = original_edge_attr.clone()
-                return x
-            """,
-            "the next pass reads `edge_attr` before setting it: each copy lives into the next iteration",
-        ),
-        Valid(
-            """
-            import torch
-            def f(meshes, offsets: torch.Tensor):
-                areas = []
-                for offset in offsets:
-                    moved = meshes.clone()
-                    moved.offset_verts_(offset)
-                    areas.append(moved.area().sum().item())
-                return areas
-            """,
-            "`meshes` is no tensor (a structure with its own `clone`): `empty_like` would not fit it",
-        ),
-        Valid(
-            """
-            import torch
-            import torch.distributed as dist
-            def reduce_logs(log_vars: dict[str, torch.Tensor]) -> dict[str, float]:
-                out = {}
-                for name, value in log_vars.items():
-                    value = value.data.clone()
-                    dist.all_reduce(value)
-                    out[name] = value.item()
-                return out
-            """,
-            "the loop clones another tensor every iteration (`value.data` of its own `value`): no one buffer fits them all",
-        ),
-        Valid(
-            """
-            import torch
-            def route(logits: torch.Tensor, budgets, num_experts: int):
-                scores_for_topk = 0
-                for budget in budgets:
-                    masked = logits.clone()
-                    masked[:, int(budget * num_experts):] = float("-inf")
-                    scores = torch.sigmoid(masked)
-                    scores_for_topk += scores
-                return scores_for_topk
-            """,
-            "each clone feeds a graph that outlives its iteration: one refilled buffer would change what that graph saved",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            def normalize_prototypes(head: nn.Module):
-                for j in range(head.nmb_heads):
-                    w = getattr(head, "prototypes" + str(j)).weight.data.clone()
-                    w = nn.functional.normalize(w, dim=1, p=2)
-                    getattr(head, "prototypes" + str(j)).weight.copy_(w)
-            """,
-            "the source is looked up anew each iteration (another layer, maybe another shape): no one buffer fits them all",
-        ),
-        Valid(
-            """
-            import torch
-            def search(A, log_probs, blank_id: int):
-                B = HypothesisList()
-                for h in range(len(A)):
-                    hyp = A[h]
-                    for k in range(log_probs.size(0)):
-                        new_hyp = hyp.clone()
-                        new_hyp.log_prob_blank = hyp.log_prob + log_probs[k]
-                        B.add(new_hyp)
-                return B
-            """,
-            "`hyp` has attributes no tensor has (`log_prob`): a hypothesis object, whose clone is not a tensor buffer",
-        ),
-        Valid(
-            """
-            import torch
-            def generate(model, init_out: torch.Tensor, init_state: torch.Tensor, start: int, length: int):
-                tokens = []
-                for i in range(start, start + length):
-                    if i == start:
-                        out = init_out.clone()
-                        state = init_state.clone()
-                    else:
-                        out, state = model(tokens[-1], state)
-                    out[0] = -1e9
-                    tokens.append(int(out.argmax()))
-                return tokens
-            """,
-            "the clones run in the loop's first iteration only (`if i == start:`): one copy per loop, not one per iteration",
-        ),
-        Valid(
-            """
-            import torch
-            def best_swap(coords: torch.Tensor, swaps, score):
-                best = coords
-                best_score = score(coords)
-                for swap in swaps:
-                    for i, j in swap:
-                        trial = coords.clone()
-                        trial[:, j] = coords[:, i]
-                        if score(trial) > best_score:
-                            best = trial
-                            best_score = score(trial)
-                    coords = best.clone()
-                return coords
-            """,
-            "the best try is kept as `best`: one buffer refilled every iteration would change what `best` holds",
-        ),
-        Valid(
-            """
-            import torch
-            def train(net, loader, loss_func, optimizer, w_glob: torch.Tensor, idx: int, lam: float):
-                for images, labels in loader:
-                    loss = loss_func(net(images), labels)
-                    w = w_glob.clone()
-                    w[:, idx] = torch.cat([p.flatten() for p in net.parameters()])
-                    loss = loss + lam * w.norm() ** 2
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-            """,
-            "the copy is written with the parameters and backpropagated: one buffer refilled with `copy_` would chain every "
-            "iteration's graph onto the last, and the next backward would run through freed ones (FedRep's regularizer)",
-        ),
-    )
+    VALID = _VALID
     INVALID = (
         Invalid(
             """
@@ -285,6 +306,8 @@ class PerIterationCloneIntoNewTensor(Rule):
             if source is None or not isinstance(source, (cst.Name, cst.Attribute)):
                 continue
             loop = flow.loops[bind.loops[-1]]
+            if few_steps(loop, flow):
+                continue  # `for size in (300, 450)`: a handful of passes, each doing far more work than one copy
             if one_iteration(flow, bind, loop) or _set_once(flow, bind, loop):
                 continue  # `if i == start: out = init.clone()`: one copy per loop, not one per iteration
             src_name = name_of(source)
