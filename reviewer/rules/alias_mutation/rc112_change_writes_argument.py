@@ -19,6 +19,224 @@ from review_copies.model.findings import Category, Severity
 from review_copies.rules.alias_mutation.helpers import caller_reading_again, callers_in_repository_drop
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
+_VALID = (
+    Valid(
+        """
+        import torch
+        from tensordict import TensorDict
+
+
+        def get_distance_matrix(locs):
+            return (locs[..., :, None, :] - locs[..., None, :, :]).norm(p=2, dim=-1)
+
+
+        class AntSystem:
+            def local_search(self, td: TensorDict, env, actions: torch.Tensor):
+                device = td.device
+                if env.name in ["tsp", "cvrp"]:
+                    td = td.detach().cpu()
+                    td["distances"] = get_distance_matrix(td["locs"])
+                    actions = actions.detach().cpu()
+                td_cpu, reward = env.local_search(td=td, actions=actions)
+                return td_cpu.to(device), reward
+        """,
+        "`td[\"distances\"] = ...` sets an entry of a TensorDict made by `td.detach().cpu()`: a string key writes no tensor memory the caller holds (rl4co's ant system)",
+        before="""
+        import torch
+        from tensordict import TensorDict
+
+
+        def get_distance_matrix(locs):
+            return (locs[..., :, None, :] - locs[..., None, :, :]).norm(p=2, dim=-1)
+
+
+        class AntSystem:
+            def local_search(self, td: TensorDict, env, actions: torch.Tensor):
+                device = td.device
+                if env.name in ["tsp", "cvrp"]:
+                    td = td.detach().cpu()
+                    actions = actions.detach().cpu()
+                td_cpu, reward = env.local_search(td=td, actions=actions)
+                return td_cpu.to(device), reward
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        class LinearChain:
+            def _check_potentials(self, edge, lengths=None):
+                batch, n, c, c2 = edge.shape
+                edge.requires_grad_(True)
+                if lengths is None:
+                    lengths = torch.LongTensor([n + 1] * batch)
+                return edge, batch, n + 1, c, lengths
+            def _dp(self, log_potentials, lengths=None):
+                log_potentials, batch, n, c, lengths = self._check_potentials(log_potentials, lengths)
+                return log_potentials.logsumexp(-1).sum(), lengths
+        """,
+        "`requires_grad_(True)` sets a flag and writes none of the values callers read (torch-struct marks its potentials for their marginals)",
+        before="""
+        import torch
+        class LinearChain:
+            def _check_potentials(self, edge, lengths=None):
+                batch, n, c, c2 = edge.shape
+                if lengths is None:
+                    lengths = torch.LongTensor([n + 1] * batch)
+                return edge, batch, n + 1, c, lengths
+            def _dp(self, log_potentials, lengths=None):
+                log_potentials.requires_grad_(True)
+                log_potentials, batch, n, c, lengths = self._check_potentials(log_potentials, lengths)
+                return log_potentials.logsumexp(-1).sum(), lengths
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
+            similarities = scale * (similarities - margin)
+            if old_classes_temperature:
+                temps = torch.ones_like(similarities)
+                temps[memory_flags.bool()] = old_classes_temperature
+                similarities.div_(temps)
+            return torch.nn.functional.cross_entropy(similarities, targets)
+        """,
+        "`similarities` was bound to a new tensor first: the write goes into it, not into the caller's (incremental_learning.pytorch)",
+        before="""
+        import torch
+        def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
+            similarities = scale * (similarities - margin)
+            return torch.nn.functional.cross_entropy(similarities, targets)
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        import triton
+        import triton.language as tl
+        @triton.heuristics({"USE_G": lambda args: args["g"] is not None})
+        @triton.jit(do_not_specialize=["T"])
+        def bwd_kernel_dq(q, g, dq, T, H: tl.constexpr, K: tl.constexpr):
+            i_t, i_bh = tl.program_id(0), tl.program_id(1)
+            q += i_bh * T * K
+            dq += i_bh * T * K
+            g += i_bh * T
+            b_q = tl.load(q + i_t * K + tl.arange(0, K))
+            tl.store(dq + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_t))
+        """,
+        "a Triton kernel: its arguments are pointers, and `dq += offset` moves one (flash-linear-attention)",
+        before="""
+        import torch
+        import triton
+        import triton.language as tl
+        @triton.jit
+        def bwd_kernel_dq(q, g, dq, T, H: tl.constexpr, K: tl.constexpr):
+            i_t, i_bh = tl.program_id(0), tl.program_id(1)
+            b_q = tl.load(q + i_bh * T * K + i_t * K + tl.arange(0, K))
+            tl.store(dq + i_bh * T * K + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_bh * T + i_t))
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class UNet(nn.Module):
+            def __init__(self, in_channels, model_channels, lq_size=256):
+                super().__init__()
+                base_chn = 3 if lq_size == 256 else 16
+                in_channels += base_chn
+                self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
+        """,
+        "`in_channels` is a channel count: `+=` rebinds a number (ResShift's UNet)",
+        before="""
+        import torch
+        from torch import nn
+        class UNet(nn.Module):
+            def __init__(self, in_channels, model_channels, lq_size=256):
+                super().__init__()
+                self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def downsample(coords: torch.Tensor, stride: torch.Tensor):
+            coords = coords.clone()
+            coords[:, :3] = coords[:, :3] // stride * stride
+            return torch.unique(coords, dim=0)
+        """,
+        "the write goes into the copy the function made first (torchsparse's `spdownsample`)",
+        before="""
+        import torch
+        def downsample(coords: torch.Tensor, stride: torch.Tensor):
+            return torch.unique(coords // stride * stride, dim=0)
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def sinkhorn(q: torch.Tensor, num_iters: int) -> torch.Tensor:
+            q /= torch.sum(q)
+            for _ in range(num_iters):
+                q *= (1.0 / torch.sum(q, dim=1)).unsqueeze(1)
+            return q.t()
+        """,
+        "the change renames `Q` to `q`: the base version already wrote into that same argument",
+        before="""
+        import torch
+        def sinkhorn(Q: torch.Tensor, num_iters: int) -> torch.Tensor:
+            Q /= torch.sum(Q)
+            for _ in range(num_iters):
+                Q *= (1.0 / torch.sum(Q, dim=1)).unsqueeze(1)
+            return Q.t()
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def step_(w, g, lr):
+            w.sub_(lr * g)
+        """,
+        "named to mutate (trailing underscore)",
+        before="""
+        import torch
+        def step_(w, g, lr):
+            w.data.add_(-lr * g)
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def clip(x, bound):
+            x.clamp_(-bound, bound)
+            return x
+        """,
+        "the base version already wrote `x` in place: writing it is the function's job",
+        before="""
+        import torch
+        def clip(x, bound):
+            x.clamp_(min=-bound)
+            x.clamp_(max=bound)
+            return x
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def scaled(tensor, std):
+            def fill(tensor, std):
+                tensor.normal_(0.0, std)
+                return tensor
+            return fill(tensor.new_empty(tensor.shape), std)
+        """,
+        "the write is into the nested function's own parameter, which only shares the name",
+        before="""
+        import torch
+        def scaled(tensor, std):
+            return torch.randn_like(tensor) * std
+        """,
+    ),
+)
+
 
 class ChangeWritesArgument(Rule):
     """
@@ -71,183 +289,7 @@ class ChangeWritesArgument(Rule):
     recipes = ("input-mutation",)
     follows_change = True
 
-    VALID = (
-        Valid(
-            """
-            import torch
-            class LinearChain:
-                def _check_potentials(self, edge, lengths=None):
-                    batch, n, c, c2 = edge.shape
-                    edge.requires_grad_(True)
-                    if lengths is None:
-                        lengths = torch.LongTensor([n + 1] * batch)
-                    return edge, batch, n + 1, c, lengths
-                def _dp(self, log_potentials, lengths=None):
-                    log_potentials, batch, n, c, lengths = self._check_potentials(log_potentials, lengths)
-                    return log_potentials.logsumexp(-1).sum(), lengths
-            """,
-            "`requires_grad_(True)` sets a flag and writes none of the values callers read (torch-struct marks its potentials for their marginals)",
-            before="""
-            import torch
-            class LinearChain:
-                def _check_potentials(self, edge, lengths=None):
-                    batch, n, c, c2 = edge.shape
-                    if lengths is None:
-                        lengths = torch.LongTensor([n + 1] * batch)
-                    return edge, batch, n + 1, c, lengths
-                def _dp(self, log_potentials, lengths=None):
-                    log_potentials.requires_grad_(True)
-                    log_potentials, batch, n, c, lengths = self._check_potentials(log_potentials, lengths)
-                    return log_potentials.logsumexp(-1).sum(), lengths
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
-                similarities = scale * (similarities - margin)
-                if old_classes_temperature:
-                    temps = torch.ones_like(similarities)
-                    temps[memory_flags.bool()] = old_classes_temperature
-                    similarities.div_(temps)
-                return torch.nn.functional.cross_entropy(similarities, targets)
-            """,
-            "`similarities` was bound to a new tensor first: the write goes into it, not into the caller's (incremental_learning.pytorch)",
-            before="""
-            import torch
-            def additive_margin_softmax_ce(similarities, targets, memory_flags, scale=1.0, margin=0.4, old_classes_temperature=None):
-                similarities = scale * (similarities - margin)
-                return torch.nn.functional.cross_entropy(similarities, targets)
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            import triton
-            import triton.language as tl
-            @triton.heuristics({"USE_G": lambda args: args["g"] is not None})
-            @triton.jit(do_not_specialize=["T"])
-            def bwd_kernel_dq(q, g, dq, T, H: tl.constexpr, K: tl.constexpr):
-                i_t, i_bh = tl.program_id(0), tl.program_id(1)
-                q += i_bh * T * K
-                dq += i_bh * T * K
-                g += i_bh * T
-                b_q = tl.load(q + i_t * K + tl.arange(0, K))
-                tl.store(dq + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_t))
-            """,
-            "a Triton kernel: its arguments are pointers, and `dq += offset` moves one (flash-linear-attention)",
-            before="""
-            import torch
-            import triton
-            import triton.language as tl
-            @triton.jit
-            def bwd_kernel_dq(q, g, dq, T, H: tl.constexpr, K: tl.constexpr):
-                i_t, i_bh = tl.program_id(0), tl.program_id(1)
-                b_q = tl.load(q + i_bh * T * K + i_t * K + tl.arange(0, K))
-                tl.store(dq + i_bh * T * K + i_t * K + tl.arange(0, K), b_q * tl.load(g + i_bh * T + i_t))
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            class UNet(nn.Module):
-                def __init__(self, in_channels, model_channels, lq_size=256):
-                    super().__init__()
-                    base_chn = 3 if lq_size == 256 else 16
-                    in_channels += base_chn
-                    self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
-            """,
-            "`in_channels` is a channel count: `+=` rebinds a number (ResShift's UNet)",
-            before="""
-            import torch
-            from torch import nn
-            class UNet(nn.Module):
-                def __init__(self, in_channels, model_channels, lq_size=256):
-                    super().__init__()
-                    self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def downsample(coords: torch.Tensor, stride: torch.Tensor):
-                coords = coords.clone()
-                coords[:, :3] = coords[:, :3] // stride * stride
-                return torch.unique(coords, dim=0)
-            """,
-            "the write goes into the copy the function made first (torchsparse's `spdownsample`)",
-            before="""
-            import torch
-            def downsample(coords: torch.Tensor, stride: torch.Tensor):
-                return torch.unique(coords // stride * stride, dim=0)
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def sinkhorn(q: torch.Tensor, num_iters: int) -> torch.Tensor:
-                q /= torch.sum(q)
-                for _ in range(num_iters):
-                    q *= (1.0 / torch.sum(q, dim=1)).unsqueeze(1)
-                return q.t()
-            """,
-            "the change renames `Q` to `q`: the base version already wrote into that same argument",
-            before="""
-            import torch
-            def sinkhorn(Q: torch.Tensor, num_iters: int) -> torch.Tensor:
-                Q /= torch.sum(Q)
-                for _ in range(num_iters):
-                    Q *= (1.0 / torch.sum(Q, dim=1)).unsqueeze(1)
-                return Q.t()
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def step_(w, g, lr):
-                w.sub_(lr * g)
-            """,
-            "named to mutate (trailing underscore)",
-            before="""
-            import torch
-            def step_(w, g, lr):
-                w.data.add_(-lr * g)
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def clip(x, bound):
-                x.clamp_(-bound, bound)
-                return x
-            """,
-            "the base version already wrote `x` in place: writing it is the function's job",
-            before="""
-            import torch
-            def clip(x, bound):
-                x.clamp_(min=-bound)
-                x.clamp_(max=bound)
-                return x
-            """,
-        ),
-        Valid(
-            """
-            import torch
-            def scaled(tensor, std):
-                def fill(tensor, std):
-                    tensor.normal_(0.0, std)
-                    return tensor
-                return fill(tensor.new_empty(tensor.shape), std)
-            """,
-            "the write is into the nested function's own parameter, which only shares the name",
-            before="""
-            import torch
-            def scaled(tensor, std):
-                return torch.randn_like(tensor) * std
-            """,
-        ),
-    )
+    VALID = _VALID
     INVALID = (
         Invalid(
             """
@@ -347,7 +389,10 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
                 t = target.target
-                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and self.ours(t.value.value) and kinds.get(t.value.value) in (Kind.TENSOR, Kind.NDARRAY):
+                # `td["distances"] = ...`: a string key sets an entry of a mapping (a TensorDict),
+                # which no tensor or array has; nothing in memory the caller holds is written.
+                keyed = isinstance(t, cst.Subscript) and any(isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.SimpleString) for e in t.slice)
+                if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and self.ours(t.value.value) and kinds.get(t.value.value) in (Kind.TENSOR, Kind.NDARRAY) and not keyed:
                     out.append((node, t.value.value))
 
     assert flow.scope is not None

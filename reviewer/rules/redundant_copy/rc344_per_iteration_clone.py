@@ -11,13 +11,66 @@ from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.loops import bound_outside, few_steps, one_iteration
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Kind, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import clone_receiver
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        from torch import nn
+
+
+        class Decoder(nn.Module):
+            def forward(self, td, encoded_inputs: torch.Tensor, env, attn, V, h_old, encoder):
+                reward_list = []
+                ll_list = []
+                td_list = [td.clone() for i in range(self.num_paths)]
+                for i in range(self.num_paths):
+                    _encoded_inputs = encoded_inputs.clone()
+                    _attn = attn.clone()
+                    outputs, actions = [], []
+                    fixed = self._precompute(_encoded_inputs, path_index=i)
+                    j = 0
+                    while not td_list[i]["done"].all():
+                        if j > 1:
+                            _encoded_inputs, _ = encoder.change(_attn, mask)
+                            fixed = self._precompute(_encoded_inputs, path_index=i)
+                        logprobs, mask = self._get_logprobs(fixed, td_list[i], i)
+                        action = logprobs[:, 0, :].argmax(-1)
+                        td_list[i] = env.step(td_list[i])["next"]
+                        outputs.append(logprobs[:, 0, :])
+                        actions.append(action)
+                        j += 1
+                    outputs, actions = torch.stack(outputs, 1), torch.stack(actions, 1)
+                    ll = outputs.gather(2, actions.unsqueeze(-1)).sum(1)
+                    reward_list.append(env.get_reward(td, actions))
+                    ll_list.append(ll)
+                return torch.stack(reward_list, 1), torch.stack(ll_list, 1)
+        """,
+        "each path's copy feeds outputs the decoder keeps past the path (bound through `logprobs, mask = ...`): one buffer refilled in place would change what the graph saved (rl4co's MDAM decoder)",
+    ),
+    Valid(
+        """
+        import torch
+        from tensordict import TensorDict
+        from tqdm import trange
+        class AntSystem:
+            def run(self, td_initial: TensorDict, env, n_iterations: int):
+                for i in trange(n_iterations):
+                    td = td_initial.clone()
+                    self._one_step(td, env)
+                    self.cache[i] = self.final_reward.clone()
+                return self.cache
+            def _one_step(self, td: TensorDict, env):
+                td = env.step(td)
+                self.final_reward = td["reward"] + torch.zeros(1)
+        """,
+        "`td_initial: TensorDict`: another library's class, whose clone a refill with `copy_` need not replace (rl4co's ant system)",
+    ),
     Valid(
         """
         import torch
@@ -425,6 +478,8 @@ def _used_as_other_class(flow: FunctionFlow, names: set[str]) -> bool:
     scope = flow.scope
     if scope is None:
         return False
+    if isinstance(scope.node, cst.FunctionDef) and _annotated_other_class(flow, scope.node, names):
+        return True
     found = False
 
     class Attributes(cst.CSTVisitor):
@@ -445,7 +500,8 @@ def _outlives_iteration(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
     for event in flow.events:
         if event.index <= bind.index or event.line > loop.end:
             continue
-        if isinstance(event, Bind) and event.expr is not None and names_in(event.expr) & derived:
+        made = _made_from(event) if isinstance(event, Bind) else None
+        if made is not None and names_in(made) & derived:
             derived.add(event.name)
         elif isinstance(event, Accumulate) and names_in(event.value_node) & derived and _may_carry_graph(event.value):
             if bound_outside(flow, event.name, loop):
@@ -455,6 +511,31 @@ def _outlives_iteration(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
     return False
 
 
+def _made_from(bind: Bind) -> cst.BaseExpression | None:
+    """What a name was bound from, the whole right-hand side for a tuple target (`logprobs,
+    mask = self._get_logprobs(fixed, ...)` in MDAM's decoder, whose paths keep the outputs)."""
+    if bind.expr is not None:
+        return bind.expr
+    return bind.stmt.value if isinstance(bind.stmt, (cst.Assign, cst.AnnAssign)) else None
+
+
 def _may_carry_graph(value: Value) -> bool:
     """A tensor that may be attached (not `.item()`, not `.detach()`)."""
     return value.kind in (Kind.TENSOR, Kind.UNKNOWN) and value.grad is not Tri.NO
+
+
+def _annotated_other_class(flow: FunctionFlow, node: cst.FunctionDef, names: set[str]) -> bool:
+    """`td_initial: TensorDict`, imported from a package other than torch: a parameter
+    annotated with another library's class. Its `clone()` is that class's, and `empty_like`
+    plus `copy_` need not fit it (an environment step adds keys to a TensorDict that a
+    refill would leave behind)."""
+    for param in (*node.params.params, *node.params.kwonly_params):
+        if param.name.value not in names or param.annotation is None:
+            continue
+        spelled = dotted(param.annotation.annotation)
+        if not spelled or not spelled.rsplit(".", 1)[-1][:1].isupper():
+            continue
+        quals = flow.file.imports.resolve(spelled)
+        if quals and all(q.split(".")[0] not in ("torch", "typing", "typing_extensions", "numpy", "builtins") for q in quals):
+            return True
+    return False

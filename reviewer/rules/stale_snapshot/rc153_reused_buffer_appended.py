@@ -62,6 +62,25 @@ class ReusedBufferAppended(Rule):
         Valid(
             """
             import torch
+
+
+            def graduated_assignment(A, W, U, m_indices, n_univ: int, num_graphs: int, max_iter: int, sinkhorn):
+                for i in range(max_iter):
+                    V = torch.mm(A, U) + torch.mm(W, U)
+                    V /= num_graphs
+                    V_list = []
+                    m_start = 0
+                    for m_end in m_indices:
+                        V_list.append(V[m_start:m_end, :n_univ])
+                        m_start = m_end
+                    U = sinkhorn(torch.stack(V_list, dim=0))
+                return U
+            """,
+            "`V` is computed afresh in each pass of the outer loop before it is scaled in place and sliced into a list made in that pass (ThinkMatch's graduated assignment)",
+        ),
+        Valid(
+            """
+            import torch
             def continuation_tokens(input_tokens, context_lengths, total_len):
                 tokens = torch.zeros((len(input_tokens), total_len)).long()
                 cont_tokens = []
@@ -170,7 +189,11 @@ class ReusedBufferAppended(Rule):
             stored = name_of(store.value_node)
             if not stored or not _made_before(flow, stored, loop.start) or _same_entry_each_time(flow, store, loop):
                 continue
-            writes = [w for w in flow.of(Write) if set(w.loops) & set(store.loops) and overlaps(w.target.roots, value.roots) and not deliberate_write(w)]
+            writes = [
+                w
+                for w in flow.of(Write)
+                if set(w.loops) & set(store.loops) and overlaps(w.target.roots, value.roots) and not deliberate_write(w) and _across_iterations(flow, store, w, stored)
+            ]
             if not writes or _own_row_each_time(flow, store, writes, loop):
                 continue
             message = (
@@ -179,6 +202,18 @@ class ReusedBufferAppended(Rule):
                 f"tensor each time, so every entry of `{store.container}` ends up with the last iteration's values. Store `{stored}.clone()`."
             )
             yield Hit(store.node, message, (store.value_node, chain(atom(store.value_node), "clone")))
+
+
+def _across_iterations(flow: FunctionFlow, store: Store, write: Write, stored: str) -> bool:
+    """Does the write reach entries kept in earlier passes? In the innermost loop around both,
+    neither the stored name nor the list may be bound anew: ThinkMatch's graduated assignment
+    computes `V` afresh in each pass of its outer loop, scales it in place, then slices it into
+    a list also made in that pass; every entry is a slice of that pass's `V`."""
+    common = [n for n in store.loops if n in write.loops]
+    if not common:
+        return False
+    inner = flow.loops[common[-1]]
+    return not any(b.name in (stored, store.container) and inner.start <= b.line <= inner.end for b in flow.of(Bind))
 
 
 def _same_entry_each_time(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
