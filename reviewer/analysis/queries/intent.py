@@ -6,6 +6,7 @@ intended rather than a hazard; the name lists are in `analysis.guesses`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -208,11 +209,7 @@ def _swapped_sentinel(write: Write) -> tuple[str, str] | None:
 def sets_its_data(flow: FunctionFlow, arg: str) -> bool:
     """The function assigns `arg.data = ...` (advertorch's `rand_init_delta(delta, x, ...)`):
     that can only be meant to change the caller's tensor, so changing it is the function's job."""
-    scope = flow.scope
-    if scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    node = scope.node
-    return flow.file.once(("sets_its_data", id(node), arg), lambda: _sets_its_data(node, arg))
+    return _per_argument(flow, arg, _sets_its_data)
 
 
 def _sets_its_data(fn: cst.FunctionDef, arg: str) -> bool:
@@ -236,11 +233,7 @@ def write_only(flow: FunctionFlow, arg: str) -> bool:
     """The function only ever writes into `arg` (`counts[i] += n`, `out.add_(x)`) and never
     reads it for anything else: an output the caller hands over to be filled, whatever it
     is named. Asked for every write a rule looks at, so kept per function and argument."""
-    scope = flow.scope
-    if scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    node = scope.node
-    return flow.file.once(("write_only", id(node), arg), lambda: _write_only(node, arg))
+    return _per_argument(flow, arg, _write_only)
 
 
 def _write_only(fn: cst.FunctionDef, arg: str) -> bool:
@@ -281,11 +274,7 @@ def reset_before_use(flow: FunctionFlow, arg: str) -> bool:
     clear all of it (`grads *= 0.0`, `out.zero_()`, `buf.fill_(0)`, `buf[:] = 0`): its old
     contents are never read, so it is a buffer the caller hands over to be filled. Kept per
     function and argument, like `write_only`."""
-    scope = flow.scope
-    if scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    node = scope.node
-    return flow.file.once(("reset_before_use", id(node), arg), lambda: _reset_before_use(node, arg))
+    return _per_argument(flow, arg, _reset_before_use)
 
 
 def _reset_before_use(fn: cst.FunctionDef, arg: str) -> bool:
@@ -415,3 +404,13 @@ def checks_the_write(read: Use) -> bool:
         elif isinstance(expr, cst.Call) and dotted(expr.func).rpartition(".")[2] in _COMPARING_CALLS:
             checked.extend(a.value for a in expr.args)
     return False
+
+
+def _per_argument(flow: FunctionFlow, arg: str, fact: Callable[[cst.FunctionDef, str], bool]) -> bool:
+    """`fact(function, arg)`, computed once per function and argument and kept with the parse:
+    the rules ask it for every write they look at."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    node = scope.node
+    return flow.file.once((fact.__name__, id(node), arg), lambda: fact(node, arg))
