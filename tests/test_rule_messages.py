@@ -2279,3 +2279,18 @@ def test_a_list_made_anew_in_the_arm_that_splits_each_batch_lives_one_optimizer_
     kept = code.replace("        for data, targets in loader:", "        history = []\n        for data, targets in loader:")
     kept = kept.replace("outputs.append(output_chunk)", "outputs.append(output_chunk)\n                    history.append(output_chunk)")
     assert len(_messages(kept, "RC252")) == 1
+
+
+def test_a_copy_construct_of_a_detached_tensor_is_fixed_with_one_detach() -> None:
+    code = """
+    import torch
+    from torch import nn
+    class ThetaModel(nn.Module):
+        def __init__(self, theta: torch.Tensor):
+            super().__init__()
+            self.theta = nn.Parameter(torch.tensor(theta.detach(), requires_grad=True))
+    """
+    [finding] = review_file(FileJob("m.py", textwrap.dedent(code).lstrip("\n"), None, ("RC301",))).findings
+    assert finding.suggestion is not None
+    assert "theta.detach().clone().requires_grad_(True)" in finding.suggestion.replacement
+    assert "detach().detach()" not in finding.suggestion.replacement

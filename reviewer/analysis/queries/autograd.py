@@ -8,6 +8,7 @@ import libcst as cst
 from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Return, Saved, Store, Write
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.roots import overlaps
+from review_copies.analysis.semantics import api
 from review_copies.analysis.values import Kind, Tri, Value
 
 
@@ -34,7 +35,13 @@ def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
     """A tensor autograd saved before this write, still needed (no backward freed it)."""
     for saved in flow.saved:
         needed = saved.index < write.index and not flow.left_between(saved.arms, write.arms) and not backward_between(flow, saved.index, write.index, saved.index)
-        if needed and overlaps(saved.roots, write.target.roots) and (saved.attached or saved.in_forward) and not _rebound(flow, saved, write):
+        if (
+            needed
+            and overlaps(saved.roots, write.target.roots)
+            and (saved.attached or saved.in_forward)
+            and not _rebound(flow, saved, write)
+            and not _other_arm(flow, saved, write)
+        ):
             if write.op == "optimizer.step()" and not backward_later(flow, write.index, saved.index):
                 continue  # stepping with a graph still alive is harmless unless it is backpropagated after
             return saved
@@ -51,6 +58,34 @@ def _rebound(flow: FunctionFlow, saved: Saved, write: Write) -> bool:
     )
 
 
+def _other_arm(flow: FunctionFlow, saved: Saved, write: Write) -> bool:
+    """`soft = proj(x) if x.size(-1) == d else x`, then `soft[m] = e`: the write reaches `x`
+    only through the arm that never called `proj`, and the arm that saved `x` gives a new
+    tensor. The two arms exclude each other, so the save and the write never meet."""
+    name = name_of(write.target_node)
+    binds = [e for e in flow.events if isinstance(e, Bind) and e.name == name and e.index < write.index]
+    if not binds or not isinstance(binds[-1].expr, cst.IfExp) or saved.node is None:
+        return False
+    expr = binds[-1].expr
+    for arm in (expr.body, expr.orelse):
+        if _holds(arm, saved.node):
+            return not overlaps(flow.value(arm).roots, saved.roots)
+    return False
+
+
+def _holds(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or n is node
+            return not found
+
+    tree.visit(Find())
+    return found
+
+
 def reaches_a_backward(flow: FunctionFlow, saved: Saved) -> bool:
     """Can a backward ever run through what autograd saved here: is it backpropagated in
     this function, or does a value whose graph holds it leave the function (returned,
@@ -61,7 +96,12 @@ def reaches_a_backward(flow: FunctionFlow, saved: Saved) -> bool:
             return True
         if isinstance(event, Call):
             inputs = (*event.args, *(v for _, v in event.kwargs), *((event.receiver,) if event.receiver is not None else ()))
-            if any(saved.index in _graph(v) for v in inputs) and not _followed(event, saved.index) and not _into_graphless_helper(flow, event):
+            if (
+                any(saved.index in _graph(v) for v in inputs)
+                and not _followed(event, saved.index)
+                and not _into_graphless_helper(flow, event)
+                and not _method_into_indices(flow, event)
+            ):
                 return True
     return False
 
@@ -71,6 +111,26 @@ def _into_graphless_helper(flow: FunctionFlow, call: Call) -> bool:
     no graph (an `argmax`, a `torch.zeros`): what it was handed goes no further than the call
     (it has no `self` to keep it on)."""
     return graphless_helper_call(flow, call.call)
+
+
+def _method_into_indices(flow: FunctionFlow, call: Call) -> bool:
+    """`self.compute_pred(proj(x), embs).argmax(-1)`: a method of this class that keeps none
+    of its arguments (the index: nothing stored on `self`), whose result goes straight into
+    an op with no gradient (`argmax`): the graph it was handed ends there."""
+    func = call.call.func
+    scope = flow.scope
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return False
+    if scope is None or scope.class_node is None or flow.index is None:
+        return False
+    info = ((flow.index.facts(flow.file.path) or {}).get("classes", {}).get(scope.class_node.name.value) or {}).get("methods", {})
+    method = info.get(func.attr.value)
+    if method is None or method.get("keeps") or method.get("stub"):
+        return False
+    return any(
+        isinstance(e, Call) and isinstance(e.call.func, cst.Attribute) and e.call.func.value is call.node and e.method in api.INDEX_OPS
+        for e in flow.events
+    )
 
 
 def graphless_helper_call(flow: FunctionFlow, node: cst.BaseExpression) -> bool:

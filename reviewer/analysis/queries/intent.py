@@ -85,7 +85,14 @@ def declares_mutation(flow: FunctionFlow) -> bool:
     # The docstring says so ("It's an in-place function"), or the write sits behind a flag
     # named for it (`if use_inplace and x.is_cuda:`).
     docstring = scope.node.get_docstring() or ""
-    return bool(_SAYS_IN_PLACE.search(docstring)) or any(_INPLACE_FLAG.search(code_of(test)) for test in _if_tests(scope.node))
+    if _SAYS_IN_PLACE.search(docstring) or any(_INPLACE_FLAG.search(code_of(test)) for test in _if_tests(scope.node)):
+        return True
+    # A closure defined in the arm an `inplace` flag chose (`if inplace: def f(m, v): return
+    # m.div_(v)`, with an out-of-place twin in the `else`): its writes are the mode the caller asked for.
+    outer = next((p for p in reversed(scope.parents) if isinstance(p, cst.FunctionDef)), None)
+    return outer is not None and any(
+        _INPLACE_FLAG.search(code_of(branch.test)) and _defines(branch.body, scope.node) for branch in _ifs(outer)
+    )
 
 
 # "in-place" / "in place" / "inplace", not as "not in place", "non-inplace" or "out-of-place".
@@ -94,17 +101,27 @@ _INPLACE_FLAG = re.compile(r"\b\w*in_?place\w*\b", re.I)
 
 
 def _if_tests(fn: cst.FunctionDef) -> list[cst.BaseExpression]:
-    tests: list[cst.BaseExpression] = []
+    return [branch.test for branch in _ifs(fn)]
+
+
+def _ifs(fn: cst.FunctionDef) -> list[cst.If]:
+    """The `if` statements of `fn`'s own body (not of the functions it defines)."""
+    found: list[cst.If] = []
 
     class Ifs(cst.CSTVisitor):
         def visit_If(self, node: cst.If) -> None:
-            tests.append(node.test)
+            found.append(node)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is fn
 
     fn.visit(Ifs())
-    return tests
+    return found
+
+
+def _defines(block: cst.BaseSuite, fn: cst.CSTNode) -> bool:
+    """`fn` is one of the statements of `block` itself."""
+    return isinstance(block, cst.IndentedBlock) and any(stmt is fn for stmt in block.body)
 
 
 def registered_op(flow: FunctionFlow) -> bool:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import ClassVar
 
 import libcst as cst
 
 from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.guesses import COMMENT
 from review_copies.analysis.parse import is_test_path
-from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, reads_after
+from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last_bind, name_of, reads_after
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
 from review_copies.analysis.signature import signature_of
-from review_copies.analysis.syntax import dotted, short_code
+from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.analysis.values import Kind, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
@@ -166,3 +168,28 @@ def _owner(flow: FunctionFlow) -> tuple[str, str] | None:
     """The method's file and class, whose own `super().name(...)` calls reach a base class."""
     scope = flow.scope
     return (flow.file.path, scope.class_node.name.value) if scope is not None and scope.class_node is not None else None
+
+
+# `.div_(255)`, `/= 255.0`, `.mul_(1 / 255)`: 8-bit pixel values scaled into [0, 1].
+_PIXEL_SCALING = re.compile(r"(\.div_\(\s*|/=\s*|\.mul_\(\s*1\.?0*\s*/\s*|\*=\s*1\.?0*\s*/\s*)255(\.0*)?\b")
+# The file makes 8-bit data (`dtype=torch.uint8`, `.byte()`, `np.uint8`).
+_UINT8 = re.compile(r"\buint8\b|\.byte\(\)")
+# A conversion to float64 (`.double()`, `.to(torch.float64)`, `dtype=torch.double`).
+_TO_FLOAT64 = re.compile(r"\.double\(\)|\bfloat64\b|\btorch\.double\b")
+
+
+def converted_from_another_dtype(flow: FunctionFlow, write: Write) -> bool:
+    """The write goes through a dtype conversion that copies in every case the code is written
+    for: the converted tensor is scaled by 1/255 in a file that makes 8-bit data (the argument
+    holds uint8 pixels, and `.float()` of those is a new tensor; the same code fed float
+    images is the bug), or the conversion is to float64 (activations and pixels reach it in
+    another dtype; rotary tables built in float64 are built, not passed). The alias only
+    exists when the conversion returns its input, which these never do."""
+    stmt = write.stmt or write.node
+    writer = name_of(write.target_node)
+    bind = last_bind(flow, writer, write.index) if writer else None
+    made = code_of(bind.expr) if bind is not None and bind.expr is not None else code_of(write.target_node)
+    # (In code, not comments: `.float()  # uint8 to fp16/32` is what the author assumes of the
+    # input, and a float tensor handed in is the bug.)
+    pixels = _PIXEL_SCALING.search(code_of(stmt)) is not None and _UINT8.search(COMMENT.sub("", flow.file.text)) is not None
+    return pixels or _TO_FLOAT64.search(made) is not None

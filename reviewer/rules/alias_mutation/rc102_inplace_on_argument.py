@@ -9,7 +9,6 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Use, Write
-from review_copies.analysis.guesses import COMMENT
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import last_bind, name_of, reads_layout_only
 from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_pass_sequences, callers_rebind, fresh_at_every_call_site, handed_over, returns_argument
@@ -35,7 +34,7 @@ from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
-from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop
+from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop, converted_from_another_dtype
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
@@ -249,6 +248,21 @@ _VALID = (
             return buffer.sign()
         """,
         "`set_` swaps the storage of the caller's tensor object: the error-feedback state is updated on purpose",
+    ),
+    Valid(
+        """
+        import torch
+        from torch.utils._pytree import tree_map
+        def scale(updates, mu, nu, eps: float, inplace: bool = True):
+            if inplace:
+                def f(m: torch.Tensor, v: torch.Tensor, g: torch.Tensor | None) -> torch.Tensor | None:
+                    return m.div_(v.add_(eps).sqrt_()) if g is not None else g
+            else:
+                def f(m: torch.Tensor, v: torch.Tensor, g: torch.Tensor | None) -> torch.Tensor | None:
+                    return m.div(v.add(eps).sqrt_()) if g is not None else g
+            return tree_map(f, mu, nu, updates)
+        """,
+        "a closure defined in the arm an `inplace` flag chose: writing is the mode the caller asked for",
     ),
 )
 
@@ -465,7 +479,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if owned[0] in reported:
             continue
-        if not write.target.certain and _converted_from_another_dtype(flow, write):
+        if not write.target.certain and converted_from_another_dtype(flow, write):
             continue
         if returns_argument(flow, owned[0]) and not caller_keeps_argument(flow, owned[0]):
             continue  # mutate-and-return: callers rebind what they get back
@@ -511,29 +525,6 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
 
 # `pred[i].cpu().detach().numpy()`: a copy only of a tensor that is not on the CPU yet.
 _MOVED_TO_CPU = re.compile(r"\.cpu\(\)")
-# `.div_(255)`, `/= 255.0`, `.mul_(1 / 255)`: 8-bit pixel values scaled into [0, 1].
-_PIXEL_SCALING = re.compile(r"(\.div_\(\s*|/=\s*|\.mul_\(\s*1\.?0*\s*/\s*|\*=\s*1\.?0*\s*/\s*)255(\.0*)?\b")
-# The file makes 8-bit data (`dtype=torch.uint8`, `.byte()`, `np.uint8`).
-_UINT8 = re.compile(r"\buint8\b|\.byte\(\)")
-# A conversion to float64 (`.double()`, `.to(torch.float64)`, `dtype=torch.double`).
-_TO_FLOAT64 = re.compile(r"\.double\(\)|\bfloat64\b|\btorch\.double\b")
-
-
-def _converted_from_another_dtype(flow: FunctionFlow, write: Write) -> bool:
-    """The write goes through a dtype conversion that copies in every case the code is written
-    for: the converted tensor is scaled by 1/255 in a file that makes 8-bit data (the argument
-    holds uint8 pixels, and `.float()` of those is a new tensor; the same code fed float
-    images is the bug), or the conversion is to float64 (activations and pixels reach it in
-    another dtype; rotary tables built in float64 are built, not passed). The alias only
-    exists when the conversion returns its input, which these never do."""
-    stmt = write.stmt or write.node
-    writer = name_of(write.target_node)
-    bind = last_bind(flow, writer, write.index) if writer else None
-    made = code_of(bind.expr) if bind is not None and bind.expr is not None else code_of(write.target_node)
-    # (In code, not comments: `.float()  # uint8 to fp16/32` is what the author assumes of the
-    # input, and a float tensor handed in is the bug.)
-    pixels = _PIXEL_SCALING.search(code_of(stmt)) is not None and _UINT8.search(COMMENT.sub("", flow.file.text)) is not None
-    return pixels or _TO_FLOAT64.search(made) is not None
 
 
 def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:

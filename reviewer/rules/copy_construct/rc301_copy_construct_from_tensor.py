@@ -411,7 +411,8 @@ def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode
     conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
     if isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute) and arg.func.attr.value == "clone" and not arg.args:
         arg = arg.func.value  # `torch.tensor(x.data.clone())`: one copy is the point, not a clone of the clone
-    detached = chain(arg, "detach")
+    ends_detached = isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute) and arg.func.attr.value == "detach" and not arg.args
+    detached = arg if ends_detached else chain(arg, "detach")  # `torch.tensor(theta.detach())`: detached once is enough
     if event.method == "new_tensor" and conversion and "device" not in keywords:
         return None
     if event.method == "new_tensor" and not conversion:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow, Return, Write
+from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.rewrite import chain
 from review_copies.analysis.roots import allocated_here, overlaps
 from review_copies.analysis.semantics import api
@@ -159,6 +160,22 @@ class LegacyConstructorAlias(Rule):
             """,
             "only read, never written through either name, nor handed back: the alias changes nothing",
         ),
+        Valid(
+            """
+            import torch
+            def embed(model, vocab, src, position: int, batch_size: int):
+                batch, out = [], []
+                for i, word in enumerate(vocab):
+                    batch.append(word)
+                    if len(batch) == batch_size or i == len(vocab) - 1:
+                        src_batch = torch.LongTensor([src] * len(batch))
+                        src_batch[:, position] = torch.LongTensor(batch)
+                        out.append(model(torch.LongTensor(src_batch)))
+                        batch = []
+                return out
+            """,
+            "the write in the loop goes into the tensor the next iteration makes afresh, never into this one's alias (UER-py)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -242,8 +259,23 @@ class LegacyConstructorAlias(Rule):
 
 
 def _written_after(flow: FunctionFlow, event: Call, roots: frozenset) -> bool:
-    """An in-place write that may run after the constructor into the memory it aliases."""
-    return any(isinstance(e, Write) and overlaps(e.target.roots, roots) for e in flow.after(event))
+    """An in-place write that may run after the constructor into the memory it aliases. One
+    that comes before it in the loop body writes the next iteration's tensor when the loop
+    makes that tensor afresh first (`src = torch.LongTensor(rows)`, `src[:, i] = ids`, then
+    `model(torch.LongTensor(src))`): this iteration's alias never sees it."""
+    return any(
+        isinstance(e, Write) and overlaps(e.target.roots, roots) and not (e.index < event.index and _made_afresh_before(flow, e, event))
+        for e in flow.after(event)
+    )
+
+
+def _made_afresh_before(flow: FunctionFlow, write: Write, event: Call) -> bool:
+    name = name_of(write.target_node)
+    shared = set(write.loops) & set(event.loops)
+    return bool(name) and any(
+        isinstance(b, Bind) and b.name == name and b.index < write.index and set(b.loops) & shared and allocated_here(b.value.roots)
+        for b in flow.events
+    )
 
 
 def _handed_back(flow: FunctionFlow, event: Call) -> bool:

@@ -20,6 +20,48 @@ _VALID = (
     Valid(
         """
         import torch
+        import torch.nn.functional as F
+        from torch import nn
+        class Mixer(nn.Module):
+            def __init__(self, d: int):
+                super().__init__()
+                self.final_proj = nn.Linear(d, d)
+                self.label_embs = nn.Parameter(torch.zeros(5, d))
+                self.mask_emb = nn.Parameter(torch.zeros(d))
+
+            def compute_pred(self, proj_x, label_embs):
+                logits = torch.matmul(F.normalize(proj_x, dim=-1), F.normalize(label_embs, dim=-1).T)
+                return logits / 0.1
+
+            def mix(self, x, idx, use_pred: bool):
+                soft = self.final_proj(x) if x.size(-1) == 4 else x
+                tokens = self.compute_pred(self.final_proj(x), self.label_embs).argmax(dim=-1) if use_pred else None
+                soft[idx] = self.mask_emb
+                return tokens, soft
+        """,
+        "`x` is saved for a graph that ends in `argmax` (the method keeps nothing), and `soft` is `x` only in the arm that saved nothing (SpeechUT)",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class Mixer(nn.Module):
+            def __init__(self, d: int):
+                super().__init__()
+                self.final_proj = nn.Linear(d, d)
+                self.final_proj_list = [self.final_proj]
+                self.mask_emb = nn.Parameter(torch.zeros(d))
+
+            def mix(self, x, idx):
+                soft = self.final_proj_list[0](x) if x.size(-1) == 4 else x
+                soft[idx] = self.mask_emb
+                return soft
+        """,
+        "the write reaches `x` only in the arm that never called the layer that saves `x` (SpeechUT)",
+    ),
+    Valid(
+        """
+        import torch
         from torch import nn
         class AutoencoderKL(nn.Module):
             def __init__(self, encoder: nn.Module):
