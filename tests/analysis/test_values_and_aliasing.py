@@ -191,3 +191,18 @@ def test_the_binding_events_follow_the_code_in_order() -> None:
     """)
     binds = [e for e in f.of(Bind) if e.name == "a"]
     assert [b.line for b in binds] == [3, 4] and binds[0].index < binds[1].index
+
+
+def test_torch_where_gives_int64_indices_alone_and_the_values_dtype_with_three_arguments() -> None:
+    f = flow(
+        """
+        import torch
+        def f(n):
+            a = torch.ones(n, n)
+            edges = torch.stack(list(torch.where(a >= 0)))
+            rows = torch.where(a >= 0)[0]
+            kept = torch.where(a >= 0, a, 0.0)
+            return edges, rows, kept
+        """
+    )
+    assert [bound(f, name)[0].value.dtype for name in ("edges", "rows", "kept")] == ["int64", "int64", "float32"]

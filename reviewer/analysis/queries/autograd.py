@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from review_copies.analysis import roots
 from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Return, Saved, Store, Write
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.roots import overlaps
@@ -44,8 +45,26 @@ def saved_before(flow: FunctionFlow, write: Write) -> Saved | None:
         ):
             if write.op == "optimizer.step()" and not backward_later(flow, write.index, saved.index):
                 continue  # stepping with a graph still alive is harmless unless it is backpropagated after
+            if write.op == "optimizer.step()" and _stepped_by_another(flow, write, saved):
+                continue
             return saved
     return None
+
+
+def _stepped_by_another(flow: FunctionFlow, write: Write, saved: Saved) -> bool:
+    """`critic1_loss.backward(); critic1_optim.step()`, with `critic2`'s parameters saved for a
+    later backward: an optimizer whose parameters this function cannot see steps what the
+    backward just before it reached (that is what its gradients are for). When nothing that
+    backward went through shares memory with what was saved, the step is another module's.
+    (A GAN's `opt_d.step()` after `d_loss.backward()` still reaches `D`'s weights saved for
+    `g_loss`: `d_loss` went through `D` too.)"""
+    if roots.ANY_PARAMS not in write.target.roots:
+        return False
+    before = [e for e in flow.events if isinstance(e, Backward) and e.index < write.index]
+    if not before or not before[-1].value.graph:
+        return False
+    reached = [s for s in flow.saved if s.index in before[-1].value.graph]
+    return bool(reached) and not any(overlaps(s.roots, saved.roots) for s in reached)
 
 
 def _rebound(flow: FunctionFlow, saved: Saved, write: Write) -> bool:

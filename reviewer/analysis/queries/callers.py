@@ -233,6 +233,37 @@ def called_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
     return bool(sites) and all(contexts[call].no_grad for call in sites)
 
 
+def used_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
+    """A function defined inside another, whose every use there is a call under `with
+    torch.no_grad():` that calls it or is handed it (`self.network.apply(init_weights)`):
+    nothing else can reach it, and wherever it runs autograd is off."""
+    outer = next((p for p in reversed(scope.parents) if isinstance(p, cst.FunctionDef)), None)
+    if outer is None or ("no_grad" not in file.text and "inference_mode" not in file.text):
+        return False
+    name = scope.name
+    uses = [n for n in _names(outer) if n.value == name and n is not getattr(scope.node, "name", None)]
+    contexts = call_contexts(file)
+    covered = [
+        n
+        for call, context in contexts.items()
+        if context.no_grad
+        for n in (call.func, *(a.value for a in call.args))
+        if isinstance(n, cst.Name) and n.value == name
+    ]
+    return bool(uses) and all(any(u is c for c in covered) for u in uses)
+
+
+def _names(tree: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.append(node)
+
+    tree.visit(Names())
+    return found
+
+
 def under_grad_off_fixture(file: ParsedFile, scope: Scope) -> bool:
     """A test that takes a pytest fixture of this file which yields inside `with
     torch.inference_mode():` (or `no_grad`) runs its whole body with autograd off."""

@@ -60,6 +60,16 @@ def in_place_by_name(flow: FunctionFlow) -> bool:
     return name.endswith("_") and not name.startswith("__")
 
 
+def gathered_per_call(flow: FunctionFlow, param: str) -> bool:
+    """`message(self, x_i, x_j)` of a PyG `MessagePassing` layer: `propagate` builds every
+    `*_i` / `*_j` argument afresh for the call by indexing the node features along the edges
+    (`x.index_select(0, edge_index[0])`), so the tensor is the call's own to write into."""
+    scope = flow.scope
+    if scope is None or scope.name != "message" or scope.class_node is None or not param.endswith(("_i", "_j")):
+        return False
+    return any(dotted(b.value).endswith("MessagePassing") for b in scope.class_node.bases)
+
+
 def optimizer_method(flow: FunctionFlow) -> bool:
     """A method of a class built on an optimizer (`class Adasum(torch.optim.Optimizer)`):
     updating the parameters it is handed, in `step` or in its helpers, is the class's job."""

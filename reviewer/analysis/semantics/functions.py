@@ -178,12 +178,17 @@ def _tensor_function(cx: Context, node: cst.Call, short: str, args: tuple[Value,
         return cx.tensor(node, first.element or UNKNOWN, origin=origin)
     if short in api.SCALAR_METHODS:
         return SCALAR
-    if short in api.INDEX_OPS:
+    if short in api.INDEX_OPS or (short == "where" and len(node.args) == 1):
+        # (`torch.where(cond)` alone is `cond.nonzero(as_tuple=True)`: int64 indices, not a choice between tensors)
         return cx.tensor(node, *args, grad=Tri.NO, origin=origin).but(dtype="int64")
     saves = saves_of(cx, node, short, first, args[1] if len(args) > 1 else UNKNOWN)
     result = cx.tensor(node, *args, *kwargs.values(), origin=origin, saves=saves)
     if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
         result = cx.with_save(result, cx.save(result, node, f"`{short}`", result.attached))
+    if short == "where" and len(args) == 3:
+        # `torch.where(cond, x, y)` has the values' dtype, not the condition's bool
+        chosen = {v.dtype for v in args[1:] if v.kind is Kind.TENSOR}
+        result = result.but(dtype=chosen.pop() if len(chosen) == 1 else None)
     return result
 
 

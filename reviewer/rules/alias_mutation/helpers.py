@@ -8,12 +8,13 @@ from typing import ClassVar
 
 import libcst as cst
 
+from review_copies.analysis import roots
 from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.guesses import COMMENT
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last_bind, name_of, reads_after
 from review_copies.analysis.queries.autograd import saved_before
-from review_copies.analysis.queries.callers import position_of
+from review_copies.analysis.queries.callers import caller_keeps_argument, position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
@@ -193,3 +194,29 @@ def converted_from_another_dtype(flow: FunctionFlow, write: Write) -> bool:
     # input, and a float tensor handed in is the bug.)
     pixels = _PIXEL_SCALING.search(code_of(stmt)) is not None and _UINT8.search(COMMENT.sub("", flow.file.text)) is not None
     return pixels or _TO_FLOAT64.search(made) is not None
+
+
+def into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:
+    """A name bound to a parameter of a module argument (`w = model.fc.weight.data`) and
+    written in place, while a caller in this file goes on using that module after taking
+    the result: the function reads as if it worked on a copy, and the model is changed."""
+    if write.target.via not in ("data", "detach", "") or not write.target.certain:
+        return
+    owners = sorted(
+        p for p in flow.params if flow.params[p].kind is Kind.MODULE and any(roots.in_module(r, p) for r in write.target.roots)
+    )
+    if not owners or owners[0] in reported or not caller_keeps_argument(flow, owners[0]):
+        return
+    writer = name_of(write.target_node)
+    bind = last_bind(flow, writer, write.index) if writer else None
+    if bind is None or bind.expr is None:
+        return  # `model.fc.weight.data.mul_(2)` says what it does; only an alias reads like a copy
+    module = owners[0]
+    reported.add(module)
+    where = f"`{flow.scope.name}`" if flow.scope else "this function"
+    message = (
+        f"`{short_code(write.stmt or write.node)}` writes in place into a parameter of the argument `{module}` "
+        f"(`{writer}` shares its memory: {short_code(bind.expr)}): the caller's model is changed while {where} "
+        f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
+    )
+    yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))

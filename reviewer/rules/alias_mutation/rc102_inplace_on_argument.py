@@ -15,6 +15,7 @@ from review_copies.analysis.queries.callers import caller_keeps_argument, caller
 from review_copies.analysis.queries.intent import (
     declares_mutation,
     deliberate_write,
+    gathered_per_call,
     indexed_by_its_own_copy,
     is_mutating_function,
     optimizer_method,
@@ -34,7 +35,7 @@ from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
-from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop, converted_from_another_dtype
+from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop, converted_from_another_dtype, into_module
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
@@ -264,6 +265,25 @@ _VALID = (
         """,
         "a closure defined in the arm an `inplace` flag chose: writing is the mode the caller asked for",
     ),
+    Valid(
+        """
+        import torch
+        from torch_geometric.nn import MessagePassing
+        class GATConv(MessagePassing):
+            def __init__(self, emb_dim: int, heads: int = 2):
+                super().__init__(aggr="add")
+                self.emb_dim, self.heads = emb_dim, heads
+                self.att = torch.nn.Parameter(torch.randn(1, heads, 2 * emb_dim))
+
+            def message(self, edge_index, x_i, x_j, edge_attr):
+                x_i = x_i.view(-1, self.heads, self.emb_dim)
+                x_j = x_j.view(-1, self.heads, self.emb_dim)
+                x_j += edge_attr.view(-1, self.heads, self.emb_dim)
+                alpha = (torch.cat([x_i, x_j], dim=-1) * self.att).sum(dim=-1)
+                return x_j * alpha.view(-1, self.heads, 1)
+        """,
+        "`propagate` gathers `x_j` afresh for every call of `message` (`x.index_select(0, ...)`): the layer's own tensor (GraphMVP)",
+    ),
 )
 
 
@@ -475,7 +495,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # indexing that may copy (x[idx] with a tensor index)
         owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and _meant_for_the_caller(flow, p))
         if not owned:
-            yield from _into_module(flow, write, reported)
+            yield from into_module(flow, write, reported)
             continue
         if owned[0] in reported:
             continue
@@ -527,37 +547,18 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
 _MOVED_TO_CPU = re.compile(r"\.cpu\(\)")
 
 
-def _into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterator[Hit]:
-    """A name bound to a parameter of a module argument (`w = model.fc.weight.data`) and
-    written in place, while a caller in this file goes on using that module after taking
-    the result: the function reads as if it worked on a copy, and the model is changed."""
-    if write.target.via not in ("data", "detach", "") or not write.target.certain:
-        return
-    owners = sorted(
-        p for p in flow.params if flow.params[p].kind is Kind.MODULE and any(roots.in_module(r, p) for r in write.target.roots)
-    )
-    if not owners or owners[0] in reported or not caller_keeps_argument(flow, owners[0]):
-        return
-    writer = name_of(write.target_node)
-    bind = last_bind(flow, writer, write.index) if writer else None
-    if bind is None or bind.expr is None:
-        return  # `model.fc.weight.data.mul_(2)` says what it does; only an alias reads like a copy
-    module = owners[0]
-    reported.add(module)
-    where = f"`{flow.scope.name}`" if flow.scope else "this function"
-    message = (
-        f"`{short_code(write.stmt or write.node)}` writes in place into a parameter of the argument `{module}` "
-        f"(`{writer}` shares its memory: {short_code(bind.expr)}): the caller's model is changed while {where} "
-        f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
-    )
-    yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
-
-
 def _meant_for_the_caller(flow: FunctionFlow, param: str) -> bool:
     """A parameter whose tensor the caller still owns: not state or an output to fill
     (by its name, by only being written, by being cleared first, by having its `.data` set),
     not forward's input."""
-    return not state_like(param) and not _forward_input(flow, param) and not write_only(flow, param) and not reset_before_use(flow, param) and not sets_its_data(flow, param)
+    return (
+        not state_like(param)
+        and not _forward_input(flow, param)
+        and not write_only(flow, param)
+        and not reset_before_use(flow, param)
+        and not sets_its_data(flow, param)
+        and not gathered_per_call(flow, param)
+    )
 
 
 def _forward_input(flow: FunctionFlow, param: str) -> bool:

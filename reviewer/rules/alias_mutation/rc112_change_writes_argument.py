@@ -9,11 +9,11 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.guesses import COUNT_NAME
-from review_copies.analysis.queries.aliasing import last_bind
+from review_copies.analysis.queries.aliasing import last_bind, on_every_path
 from review_copies.analysis.queries.intent import declares_mutation, is_mutating_function, registered_op, state_like
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.alias_mutation.helpers import caller_reading_again, callers_in_repository_drop
@@ -154,6 +154,28 @@ _VALID = (
             def __init__(self, in_channels, model_channels, lq_size=256):
                 super().__init__()
                 self.conv = nn.Conv2d(in_channels, model_channels, 3, padding=1)
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        from generators import Generator1D
+        class Solver:
+            def __init__(self, train_generator=None, t_min=0.0, t_max=1.0, n_input_units=2):
+                if train_generator is None:
+                    train_generator = Generator1D(32, t_min=t_min, t_max=t_max)
+                    for i in range(n_input_units - 1):
+                        train_generator ^= Generator1D(32, t_min=t_min, t_max=t_max)
+                self.train_generator = train_generator
+        """,
+        "the name was bound to a new generator in the same arm: `^=` works on that, never on what the caller passed (neurodiffeq)",
+        before="""
+        from generators import Generator1D
+        class Solver:
+            def __init__(self, train_generator=None, t_min=0.0, t_max=1.0, n_input_units=2):
+                if train_generator is None:
+                    train_generator = Generator1D(32, t_min=t_min, t_max=t_max)
+                self.train_generator = train_generator
         """,
     ),
     Valid(
@@ -410,7 +432,7 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
         the argument."""
         writes = seen.get(id(node))
         if writes is None:
-            return False
+            return _made_afresh(flow, node, param)
 
         def arithmetic(write: Write) -> bool:
             bind = last_bind(flow, param, write.index, reaching=write)
@@ -419,3 +441,15 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
         return all(roots.allocated_here(w.target.roots) or arithmetic(w) for w in writes)
 
     yield from sorted(((node, param) for node, param in out if not elsewhere(node, param)), key=lambda pair: flow.file.line_of(pair[0]))
+
+
+def _made_afresh(flow: FunctionFlow, node: cst.CSTNode, param: str) -> bool:
+    """`gen = Generator1D(...)`, then `gen ^= Generator1D(...)` in the same arm: the name was
+    bound to something made without the argument on every path to the write, so whatever
+    the operator does, the caller's object is not what it works on."""
+    anchor = next((e for e in flow.events if e.stmt is node), None)
+    if anchor is None:
+        return False
+    bind = last_bind(flow, param, anchor.index, reaching=anchor)
+    return bind is not None and bind.expr is not None and param not in names_in(bind.expr) and on_every_path(bind, anchor, anchor)
+

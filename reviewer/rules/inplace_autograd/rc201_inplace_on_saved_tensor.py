@@ -20,6 +20,32 @@ _VALID = (
     Valid(
         """
         import torch
+        from torch import nn
+        class TD3Policy(nn.Module):
+            def __init__(self, critic1: nn.Module, critic2: nn.Module, critic1_optim: torch.optim.Optimizer, critic2_optim: torch.optim.Optimizer) -> None:
+                super().__init__()
+                self.critic1 = critic1
+                self.critic1_optim = critic1_optim
+                self.critic2 = critic2
+                self.critic2_optim = critic2_optim
+
+            def learn(self, obss, actions, target_q):
+                q1, q2 = self.critic1(obss, actions), self.critic2(obss, actions)
+                critic1_loss = (q1 - target_q).pow(2).mean()
+                critic2_loss = (q2 - target_q).pow(2).mean()
+                self.critic1_optim.zero_grad()
+                critic1_loss.backward()
+                self.critic1_optim.step()
+                self.critic2_optim.zero_grad()
+                critic2_loss.backward()
+                self.critic2_optim.step()
+                return critic1_loss.item(), critic2_loss.item()
+        """,
+        "`critic1_optim` steps what `critic1_loss.backward()` reached, which shares nothing with `critic2`'s saved weights (OfflineRL-Kit)",
+    ),
+    Valid(
+        """
+        import torch
         import torch.nn.functional as F
         from torch import nn
         class Mixer(nn.Module):

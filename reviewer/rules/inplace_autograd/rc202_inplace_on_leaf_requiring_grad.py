@@ -7,7 +7,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Write
-from review_copies.analysis.queries.callers import called_grad_off_in_repository, called_only_under_no_grad, own_call_sites, reached_only_by_reference
+from review_copies.analysis.queries.callers import (
+    called_grad_off_in_repository,
+    called_only_under_no_grad,
+    own_call_sites,
+    reached_only_by_reference,
+    used_only_under_no_grad,
+)
 from review_copies.analysis.queries.intent import deliberate_write, in_place_by_name
 from review_copies.analysis.rewrite import no_grad_block
 from review_copies.analysis.syntax import short_code
@@ -59,6 +65,23 @@ class InplaceOnLeafRequiringGrad(Rule):
     recipes = ("leaf-inplace",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            class DQN:
+                def __init__(self, network, init_weight_std=None):
+                    self.network = network()
+                    if init_weight_std is not None:
+                        def init_weights(m):
+                            if type(m) == torch.nn.Linear:
+                                m.weight.normal_(0, init_weight_std)
+
+                        with torch.no_grad():
+                            self.network.apply(init_weights)
+                    self.optimizer = torch.optim.Adam(self.network.parameters())
+            """,
+            "the closure's only use is handed to `apply` under `torch.no_grad()`, where it runs (ElegantRL)",
+        ),
         Valid(
             """
             import torch
@@ -272,4 +295,6 @@ def _callers_turn_grad_off(flow: FunctionFlow) -> bool:
     caller: unless a call in its own file runs it with autograd on, its callers are taken
     to turn it off (nvdiffrec clamps its light under `torch.no_grad()` in another file)."""
     scope = flow.scope
+    if scope is not None and used_only_under_no_grad(flow.file, scope):
+        return True  # `with torch.no_grad(): self.network.apply(init_weights)`, the closure's only use
     return in_place_by_name(flow) and scope is not None and (not own_call_sites(flow.file, scope) or called_only_under_no_grad(flow.file, scope))
