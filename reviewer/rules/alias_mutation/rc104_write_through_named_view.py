@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, FunctionFlow
-from review_copies.analysis.queries.aliasing import AliasPair
+from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.queries.aliasing import AliasPair, name_of
 from review_copies.analysis.syntax import call_method_name, code_of
 from review_copies.analysis.values import Value
 from review_copies.rules._common import attribute_source
@@ -82,6 +82,25 @@ class WriteThroughNamedView(WriteThroughAlias):
             """,
             "the write-through is the point: only the base is used afterwards",
         ),
+        Valid(
+            """
+            import pickle
+            import torch
+            import torch.distributed as dist
+            def all_gather_list(data, rank: int, world_size: int, max_size: int = 16384):
+                if not hasattr(all_gather_list, "_buffer"):
+                    all_gather_list._buffer = torch.cuda.ByteTensor(max_size * world_size)
+                buffer = all_gather_list._buffer
+                buffer.zero_()
+                enc = pickle.dumps(data)
+                buffer_rank = buffer[rank * max_size : (rank + 1) * max_size]
+                buffer_rank[0] = len(enc) // 255
+                buffer_rank[1] = len(enc) % 255
+                dist.all_reduce(buffer)
+                return [bytes(buffer[i * max_size : (i + 1) * max_size].tolist()) for i in range(world_size)]
+            """,
+            "a cached scratch buffer wiped by this call before its slot is filled: nobody reads its old values (fairseq)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -117,7 +136,7 @@ class WriteThroughNamedView(WriteThroughAlias):
         # Writing through views of a tensor the function made itself (a buffer filled by parts,
         # rows of a score matrix) is how such tensors are built: only views of state held
         # elsewhere (`t = self.table`) are reported.
-        if not attribute_source(pair.holder_bind.expr) or _is_buffer(pair.holder_bind):
+        if not attribute_source(pair.holder_bind.expr) or _is_buffer(pair.holder_bind) or _cleared_first(flow, pair):
             return False
         # Both names are used as values after the write: the view is not just a window.
         return any(u.name == pair.writer for u in flow.later(pair.write) if hasattr(u, "name") and type(u).__name__ == "Use")
@@ -140,3 +159,22 @@ def _is_buffer(bind: Bind) -> bool:
         return False
     name = code_of(expr.func)
     return any(name.endswith(f.split(".", 1)[1]) for f in _BUFFER_FACTORIES) or (call_method_name(expr) or "").startswith("new_")
+
+
+def _cleared_first(flow: FunctionFlow, pair: AliasPair) -> bool:
+    """`buffer = all_gather_list._buffer; buffer.zero_()`, then `buffer_rank = buffer[a:b]`
+    filled in place: a cached scratch buffer this call wipes before filling it by parts,
+    whose old values nobody reads."""
+    return any(
+        isinstance(e, Write)
+        and e.index < pair.write.index
+        and name_of(e.target_node) == pair.holder
+        and e.op.strip(".()") in _CLEARS
+        and not e.exclusive_with(pair.write)
+        and set(e.loops) <= set(pair.write.loops)
+        for e in flow.events
+    )
+
+
+_CLEARS = frozenset(("zero_", "fill_"))
+

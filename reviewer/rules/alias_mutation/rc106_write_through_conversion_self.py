@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from review_copies.analysis.events import FunctionFlow
-from review_copies.analysis.queries.aliasing import AliasPair
+from review_copies.analysis.events import FunctionFlow, Use, Write
+from review_copies.analysis.queries.aliasing import AliasPair, name_of
+from review_copies.analysis.roots import allocated_here
 from review_copies.analysis.semantics import api
 from review_copies.analysis.values import Value
 from review_copies.rules.alias_mutation.helpers import WriteThroughAlias, read_lines, write_text
@@ -57,6 +58,20 @@ class WriteThroughConversionSelf(WriteThroughAlias):
     recipes = ("alias", "input-mutation")
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def top_k_mask(inputs: torch.Tensor, threshold: float) -> torch.Tensor:
+                mask = inputs.clone()
+                _, idx = inputs.flatten().sort(descending=True)
+                j = int(threshold * inputs.numel())
+                flat_out = mask.flatten()
+                flat_out[idx[j:]] = 0
+                flat_out[idx[:j]] = 1
+                return mask
+            """,
+            "a mask this function made, filled through its flattened view and never read under that name: the write is meant for `mask` (movement pruning)",
+        ),
         Valid(
             """
             import torch
@@ -199,6 +214,8 @@ class WriteThroughConversionSelf(WriteThroughAlias):
         # Aliasing is possible, not certain (the message says when); but the name must be the
         # conversion's result itself: a slice of a `.to(...)` result is a view of it (RC104's).
         bind = pair.holder_bind if alias is pair.holder_value else pair.writer_bind
+        if allocated_here(pair.holder_value.roots) and not _read_as_a_value(flow, pair):
+            return False  # `flat_out = mask.flatten()` filling a mask this function made: the write is meant for `mask`
         return bind is None or bind.expr is None or _converts(bind.expr)
 
     def message(self, pair: AliasPair) -> str:
@@ -212,3 +229,11 @@ class WriteThroughConversionSelf(WriteThroughAlias):
 def _converts(expr: cst.BaseExpression) -> bool:
     """A call of a method that may return its receiver itself (`.to(...)`, `.float()`, `.reshape(...)`)."""
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in api.MAYBE_SELF_METHODS | api.MAYBE_VIEW_METHODS
+
+
+def _read_as_a_value(flow: FunctionFlow, pair: AliasPair) -> bool:
+    """Is the name written through read after the write other than to be written again
+    (`flat_out[idx[:j]] = 1` only writes)?"""
+    writes = {id(w.stmt) for w in flow.of(Write) if name_of(w.target_node) == pair.writer}
+    return any(isinstance(u, Use) and u.name == pair.writer and id(u.stmt) not in writes for u in flow.later(pair.write))
+

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Store
+from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Return, Store
 from review_copies.analysis.queries.autograd import graphless_helper_call
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.semantics import api
@@ -23,6 +23,40 @@ _ADDERS = frozenset(("append", "extend", "insert", "put", "appendleft"))
 
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        class Model:
+            def __init__(self, model):
+                self.model = model
+
+            def forward(self, batch):
+                output = self.model(batch)
+                results: dict[str, torch.Tensor] = {}
+                energy = output["energy"]
+                results["energy"] = energy
+                forces = output["forces"]
+                results["forces"] = forces
+                results = {k: v.detach() for k, v in results.items()}
+                return results
+        """,
+        "the change moved the cut: the dict is rebuilt from `v.detach()` before it is returned (SevenNet)",
+        before="""
+        import torch
+        class Model:
+            def __init__(self, model):
+                self.model = model
+
+            def forward(self, batch):
+                output = self.model(batch)
+                results: dict[str, torch.Tensor] = {}
+                energy = output["energy"]
+                results["energy"] = energy.detach()
+                forces = output["forces"]
+                results["forces"] = forces.detach()
+                return results
+        """,
+    ),
     Valid(
         """
         import torch
@@ -326,7 +360,7 @@ class ChangeDropsGraphCut(Rule):
             if not dropped:
                 continue
             kept = _kept(flow, event)
-            if kept is None:
+            if kept is None or _detached_after(flow, event):
                 continue
             value = event.args[0] if isinstance(event, Call) else event.value  # type: ignore[attr-defined]
             if value.kind not in (Kind.TENSOR, Kind.UNKNOWN) or value.grad is Tri.NO:
@@ -384,6 +418,23 @@ def _kept(flow: FunctionFlow, event: Event) -> str | None:
     if name is not None and name.startswith("self.") and _filled_once(flow, event, name):
         return f"`{name}`"
     return None
+
+
+def _detached_after(flow: FunctionFlow, event: Event) -> bool:
+    """`results["energy"] = energy`, then `results = {k: v.detach() for k, v in results.items()}`
+    before anything returns: the change moved the cut to one place, and the dict that held the
+    graph is dropped there."""
+    if not isinstance(event, Store) or "." in event.container:
+        return False
+    for later in flow.events:
+        if later.index <= event.index:
+            continue
+        if isinstance(later, Return):
+            return False
+        if isinstance(later, Bind) and later.name == event.container and isinstance(later.expr, (cst.DictComp, cst.ListComp)):
+            element = later.expr.value if isinstance(later.expr, cst.DictComp) else later.expr.elt
+            return isinstance(element, cst.Call) and isinstance(element.func, cst.Attribute) and element.func.attr.value in ("detach", "item", "tolist")
+    return False
 
 
 def _filled_once(flow: FunctionFlow, event: Event, name: str) -> bool:
