@@ -237,7 +237,7 @@ OUTPUT_PARAMETER_NAMES = frozenset(
 STATE_WORDS = ("out", "buf", "cache", "state", "mem", "past", "acc", "dst", "dest", "result", "target_", "scratch", "workspace", "storage", "running", "copy_to", "into")
 # Functions whose job is to mutate their arguments.
 MUTATING_FUNCTION_PREFIXES = tuple(
-    "init _init reset _reset update _update apply fill zero clip clamp mask_ copy load set_ _set inplace mutate add_to accumulate".split()
+    "init _init reset _reset update _update apply fill zero clip clamp copy load set_ _set inplace mutate add_to accumulate".split()
 )
 # Functions whose name says they write into an argument: `foo_out`, `_out_impl`, `set_to_one`, `fill_x`.
 WRITER_NAME = re.compile(r"(^|_)(out|set|fill|write|store|assign|copy|inplace|mutate|put)(_|$)", re.I)

@@ -284,16 +284,6 @@ _VALID = (
         """,
         "`propagate` gathers `x_j` afresh for every call of `message` (`x.index_select(0, ...)`): the layer's own tensor (GraphMVP)",
     ),
-    Valid(
-        """
-        import torch
-        def mask_invalid_locations(input_tensor: torch.Tensor, w: int) -> torch.Tensor:
-            mask = torch.ones(input_tensor.shape[-1], dtype=torch.bool).triu(w).expand(input_tensor.size())
-            input_tensor.masked_fill_(mask, -float("inf"))
-            return w * mask.sum()
-        """,
-        "named for masking what it is given (Longformer's helper, as in esvit): the write is its job",
-    ),
 )
 
 
