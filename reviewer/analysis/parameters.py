@@ -275,9 +275,15 @@ def annotation_kind(cx: Context, ann: cst.BaseExpression) -> Kind:
             return Kind.OTHER
         if q in ("numpy.ndarray", "np.ndarray"):
             return Kind.NDARRAY
+        if q.startswith(_OTHER_LIBRARIES):
+            return Kind.OTHER  # `adj: sp.csr.csr_matrix`: whatever its name suggests, not a tensor
         if is_local_module_class(cx.file, q):
             return Kind.MODULE
     return Kind.UNKNOWN
+
+
+# Packages whose classes are never tensors, arrays or modules of torch's.
+_OTHER_LIBRARIES = ("scipy.", "pandas.", "networkx.", "PIL.")
 
 
 def _union(kinds: list[Kind]) -> Kind:

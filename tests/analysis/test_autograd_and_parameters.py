@@ -275,3 +275,15 @@ def test_a_buffer_cleared_first_is_an_output_however_the_zero_is_spelled() -> No
         source = f"def f(buf, x):\n    if buf is None:\n        return x\n    buf *= {zero}\n    buf += x\n    return buf.sum() + x.sum()\n"
         assert reset_before_use(flow(source), "buf"), zero
     assert not reset_before_use(flow("def f(buf, x):\n    y = buf * 2\n    buf *= 0\n    return y\n"), "buf")
+
+
+def test_a_parameter_annotated_with_a_scipy_class_is_no_tensor_whatever_its_name() -> None:
+    f = flow(
+        """
+        import scipy.sparse as sp
+        import torch
+        def f(adj: sp.csr.csr_matrix, adj_t: torch.Tensor):
+            return adj.data, adj_t
+        """
+    )
+    assert f.params["adj"].kind is Kind.OTHER and f.params["adj_t"].kind is Kind.TENSOR

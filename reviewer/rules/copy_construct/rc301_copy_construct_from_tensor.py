@@ -21,6 +21,19 @@ from review_copies.rules.base import Hit, Invalid, Rule, Valid
 _VALID = (
     Valid(
         """
+        import scipy.sparse as sp
+        import torch
+        def adj2edge(adj: sp.csr.csr_matrix):
+            row, col = adj.nonzero()
+            data = adj.data
+            edge_index = torch.stack([torch.tensor(row, dtype=torch.long), torch.tensor(col, dtype=torch.long)], dim=0)
+            edge_attr = torch.tensor(data, dtype=torch.float)
+            return edge_index, edge_attr
+        """,
+        "`adj` is annotated as a SciPy matrix: its `.data` is a NumPy array, which `torch.tensor` copies as it should (CogDL)",
+    ),
+    Valid(
+        """
         import torch
         class STDPParameters:
             def __init__(self, eta: torch.Tensor = torch.as_tensor(1e-3), algorithm: str = "additive", mu: torch.Tensor = 0.0):
