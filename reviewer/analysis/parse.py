@@ -209,6 +209,11 @@ class Scope:
         return self.start <= line <= self.end
 
     @property
+    def enclosing_function(self) -> cst.FunctionDef | None:
+        """The function this one is defined in (its closure's owner), None at class or module level."""
+        return next((p for p in reversed(self.parents) if isinstance(p, cst.FunctionDef)), None)
+
+    @property
     def takes_self(self) -> bool:
         """A method whose first parameter is the instance (or class): not a `@staticmethod`,
         to which a call passes its first argument there."""

@@ -59,6 +59,19 @@ def names_in(node: cst.CSTNode, *, attributes: bool = False, into_lambdas: bool 
     return frozenset(found)
 
 
+def name_nodes(node: cst.CSTNode) -> list[cst.Name]:
+    """Every `Name` node under `node`, in order (for callers that need the nodes themselves,
+    not only the names `names_in` gives)."""
+    found: list[cst.Name] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.append(n)
+
+    node.visit(_Collect())
+    return found
+
+
 def bound_names(target: cst.CSTNode) -> Iterator[str]:
     """The names an assignment target binds: `a`, `a, (b, c)`, `self.x`."""
     if isinstance(target, cst.Name):

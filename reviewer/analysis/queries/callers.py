@@ -18,7 +18,7 @@ from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.later import assigned_names, read_later
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import signature_of
-from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, names_in
+from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, name_nodes, names_in
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -237,11 +237,11 @@ def used_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
     """A function defined inside another, whose every use there is a call under `with
     torch.no_grad():` that calls it or is handed it (`self.network.apply(init_weights)`):
     nothing else can reach it, and wherever it runs autograd is off."""
-    outer = next((p for p in reversed(scope.parents) if isinstance(p, cst.FunctionDef)), None)
+    outer = scope.enclosing_function
     if outer is None or ("no_grad" not in file.text and "inference_mode" not in file.text):
         return False
     name = scope.name
-    uses = [n for n in _names(outer) if n.value == name and n is not getattr(scope.node, "name", None)]
+    uses = [n for n in name_nodes(outer) if n.value == name and n is not getattr(scope.node, "name", None)]
     contexts = call_contexts(file)
     covered = [
         n
@@ -251,17 +251,6 @@ def used_only_under_no_grad(file: ParsedFile, scope: Scope) -> bool:
         if isinstance(n, cst.Name) and n.value == name
     ]
     return bool(uses) and all(any(u is c for c in covered) for u in uses)
-
-
-def _names(tree: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class Names(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node)
-
-    tree.visit(Names())
-    return found
 
 
 def under_grad_off_fixture(file: ParsedFile, scope: Scope) -> bool:
@@ -488,7 +477,7 @@ def handed_over(flow: FunctionFlow) -> bool:
     scope = flow.scope
     if scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
-    outer = next((p for p in reversed(scope.parents) if isinstance(p, cst.FunctionDef)), None)
+    outer = scope.enclosing_function
     if outer is None:
         return False
     name = scope.name

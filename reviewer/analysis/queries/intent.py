@@ -99,7 +99,7 @@ def declares_mutation(flow: FunctionFlow) -> bool:
         return True
     # A closure defined in the arm an `inplace` flag chose (`if inplace: def f(m, v): return
     # m.div_(v)`, with an out-of-place twin in the `else`): its writes are the mode the caller asked for.
-    outer = next((p for p in reversed(scope.parents) if isinstance(p, cst.FunctionDef)), None)
+    outer = scope.enclosing_function
     return outer is not None and any(
         _INPLACE_FLAG.search(code_of(branch.test)) and _defines(branch.body, scope.node) for branch in _ifs(outer)
     )

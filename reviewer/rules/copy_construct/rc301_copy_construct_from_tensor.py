@@ -12,7 +12,7 @@ from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
 from review_copies.analysis.signature import signature_of
-from review_copies.analysis.syntax import code_of, is_name
+from review_copies.analysis.syntax import call_method_name, code_of, is_name
 from review_copies.analysis.values import Tri, Value
 from review_copies.index.arrays import callers_pass_arrays
 from review_copies.model.findings import Category, Severity
@@ -422,9 +422,9 @@ def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode
     if set(keywords) - {"dtype", "device", "requires_grad", "pin_memory"}:
         return None
     conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
-    if isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute) and arg.func.attr.value == "clone" and not arg.args:
+    if call_method_name(arg) == "clone" and not arg.args:
         arg = arg.func.value  # `torch.tensor(x.data.clone())`: one copy is the point, not a clone of the clone
-    ends_detached = isinstance(arg, cst.Call) and isinstance(arg.func, cst.Attribute) and arg.func.attr.value == "detach" and not arg.args
+    ends_detached = call_method_name(arg) == "detach" and not arg.args
     detached = arg if ends_detached else chain(arg, "detach")  # `torch.tensor(theta.detach())`: detached once is enough
     if event.method == "new_tensor" and conversion and "device" not in keywords:
         return None

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow
-from review_copies.analysis.syntax import call_method_name, code_of, receiver_of, short_code
+from review_copies.analysis.syntax import call_method_name, code_of, names_in, receiver_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -159,22 +159,11 @@ def _may_have_negative_strides(flow: FunctionFlow, expr: cst.BaseExpression, bef
         return True
     if depth == 0:
         return False
-    names = {n.value for n in _names(expr)}
+    names = names_in(expr)
     return any(
         isinstance(b, Bind) and b.name in names and b.expr is not None and b.index < before and _may_have_negative_strides(flow, b.expr, b.index, depth - 1)
         for b in flow.events
     )
-
-
-def _names(expr: cst.BaseExpression) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class Find(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node)
-
-    expr.visit(Find())
-    return found
 
 
 def _reverses(expr: cst.BaseExpression) -> bool:
