@@ -1577,3 +1577,50 @@ def test_a_base_class_call_through_super_is_not_a_caller_of_the_method_that_make
     result = run_cli("--repo", str(repo.path), "--base", "HEAD~2", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", env=env)
     assert [(f["path"], f["rule"]) for f in result.json["findings"]] == [("agents/ppo.py", "RC112")]
     assert "(`agents/logged.py:6` passes `rewards` and reads it again)" in result.json["findings"][0]["message"]
+
+
+SCALE_BOXES = """
+import torch
+
+
+def scale_boxes(img1_shape, boxes: torch.Tensor, img0_shape) -> torch.Tensor:
+    gain = min(img1_shape[0] / img0_shape[0], img1_shape[1] / img0_shape[1])
+    boxes[..., 0] -= (img1_shape[1] - img0_shape[1] * gain) / 2
+    boxes[..., 1] -= (img1_shape[0] - img0_shape[0] * gain) / 2
+    boxes[..., :4] /= gain
+    return boxes.clamp(min=0)
+"""
+
+PREDICT = """
+import ops
+
+
+def postprocess(raw, shape, orig_shape):
+    boxes = ops.scale_boxes(shape, raw, orig_shape)
+    return boxes, raw.amax()
+"""
+
+VALIDATE = """
+import ops
+
+
+def prepare_labels(bbox, imgsz, ori_shape):
+    ops.scale_boxes(imgsz, bbox, ori_shape)  # native-space labels
+    return {"bboxes": bbox}
+"""
+
+
+def test_a_helper_the_repository_calls_for_its_write_is_not_reported(repo: Repo, tmp_path: Path) -> None:
+    # yolov10's `ops.scale_boxes`: it shifts and scales the boxes it is handed and returns
+    # them clipped; a validator calls it as a statement and then uses `bbox`, so the write
+    # is what the repository calls it for, not a change behind a caller's back.
+    repo.write("ops.py", SCALE_BOXES)
+    repo.write("predict.py", PREDICT)
+    repo.commit("scale boxes back to the original image")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert [(f["path"], f["rule"]) for f in result.json["findings"]] == [("ops.py", "RC102")]
+    repo.write("val.py", VALIDATE)
+    repo.commit("labels in native space")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert result.json["findings"] == []

@@ -71,6 +71,10 @@ class Context:
         self.counters = Counters()
         # A flag an `if` tested: its branch id, and how many events had run then.
         self.flag_branches: dict[str, tuple[int, int]] = {}
+        # For such a flag's branch id: the memory only its true arm left reachable, and only
+        # its false arm (`if not_tensor: im = torch.from_numpy(...)` leaves the argument
+        # reachable only where the flag fails).
+        self.flag_roots: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self.backward_names: frozenset[str] = frozenset()
         self.scalar_defaults: frozenset[str] = frozenset()
         # What `@pytest.mark.parametrize` feeds each parameter it names.

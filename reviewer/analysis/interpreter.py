@@ -107,6 +107,9 @@ class Interpreter(Assignments):
         when_true, when_false = self.narrowing(stmt.test)
         self.state.update(when_true)
         branch, flip = self.flag_branch(stmt.test)
+        seen_arms = self.flag_roots.get(branch) if branch else None
+        if seen_arms is not None:
+            self.state = _unreachable(self.state, seen_arms[1 - flip])
         self.arm_stack.append((branch, flip))
         flagged = opt_in_arm(stmt.test)
         self.opted_in += flagged == 0
@@ -118,6 +121,8 @@ class Interpreter(Assignments):
         self.arm_stack[-1] = (branch, 1 - flip)
         after_body = self.state
         self.state = {**before, **when_false}
+        if seen_arms is not None:
+            self.state = _unreachable(self.state, seen_arms[flip])
         if stmt.orelse is not None:
             self.opted_in += flagged == 1
             self.statement(stmt.orelse) if isinstance(stmt.orelse, cst.If) else self.block(list(statement_bodies(stmt.orelse)))
@@ -127,6 +132,9 @@ class Interpreter(Assignments):
         self.arm_stack.pop()
         after_else = self.state
         self.state = _after_if(body_exits, else_exits, after_body, after_else)
+        if branch and not body_exits and not else_exits:
+            only_body, only_else = _held(after_body) - _held(after_else), _held(after_else) - _held(after_body)
+            self.flag_roots[branch] = (only_body, only_else) if flip == 0 else (only_else, only_body)
         flag = gpu_flag_test(stmt.test)
         if flag and stmt.orelse is None and not body_exits:
             # `if use_gpu: x = x.cuda()`: x is on a GPU exactly when use_gpu holds.
@@ -290,6 +298,20 @@ def _is_type_checking(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.Name):
         return test.value == "TYPE_CHECKING"
     return isinstance(test, cst.Attribute) and test.attr.value == "TYPE_CHECKING" and isinstance(test.value, cst.Name) and test.value.value in ("typing", "typing_extensions")
+
+
+def _held(state: State) -> frozenset[str]:
+    return frozenset(r for value in state.values() for r in value.roots)
+
+
+def _unreachable(state: State, gone: frozenset[str]) -> State:
+    """The state of an arm that a second `if` on the same flag shares with an earlier one:
+    memory that only the earlier `if`'s other arm left reachable is not what any name holds
+    here (`if not_tensor: im /= 255` writes into what `im` became in the first
+    `if not_tensor:`, never into the caller's tensor)."""
+    if not gone:
+        return state
+    return {k: v.but(roots=v.roots - gone) if v.roots & gone else v for k, v in state.items()}
 
 
 def _after_if(body_exits: bool, else_exits: bool, after_body: State, after_else: State) -> State:

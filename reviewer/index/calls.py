@@ -87,3 +87,16 @@ def reading_again(
         if passed and passed in call["kept"] and passed not in call.get("through", ()):
             found.append((is_test_path(path), path, call["line"], passed))
     return min(found)[1:] if found else None
+
+
+def relied_on(
+    index: CallIndex, name: str, position: int | None, keyword: str | None, accepts: Admits | None = None, reaches: Reaches | None = None
+) -> bool:
+    """Whether a call of `name` throws the result away and reads again the name it passed
+    for the parameter (`ops.scale_boxes(shape, bbox, ...)`, then `bbox` used): that caller
+    wants the parameter changed, so writing into it is the function's contract."""
+    for _, call, where in calls_passing(index, name, position, keyword, accepts, reaches):
+        passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
+        if call.get("dropped") and passed and passed in call["kept"] and passed not in call.get("through", ()):
+            return True
+    return False

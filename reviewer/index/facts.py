@@ -408,13 +408,15 @@ def _calls(
     `with torch.no_grad():` around it) and which function makes it (`in`: its name and
     kind, "function", "method" or "module"); `through`: the caller's parameters it passes on
     and does not read again itself; `super`: for `super().m(...)` in a method, `cls`: the
-    class's name, whose own `m` the call never reaches, then the names of its bases."""
+    class's name, whose own `m` the call never reaches, then the names of its bases;
+    `dropped`: the call is a statement of its own, its result thrown away."""
     spans = [] if off else _grad_off_spans(nodes)
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
     loops: list[tuple[int, int, frozenset[str], frozenset[str]]] = []  # span, and a `for`'s targets and what it iterates
     arms: list[tuple[tuple[int, int], tuple[int, int]]] = []  # each if/else's two arms, as line spans
     calls: list[ast.Call] = []
+    dropped: set[int] = set()
     replaced: dict[int, str] = {}  # a call that is the value of `target = call`: the target's code
     assigned: dict[int, set[str]] = {}  # a call inside an assignment's value: the names it binds
     array_binds: dict[str, list[ast.expr]] = {}  # what each local name is bound to, for `an_array`
@@ -431,6 +433,8 @@ def _calls(
             arms.append((_span(node.body), _span(node.orelse)))
         elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
             calls.append(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            dropped.add(id(node.value))
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
@@ -497,6 +501,8 @@ def _calls(
             record["arrays"] = arrays
         if cls and _through_super(node.func):
             record["super"] = cls
+        if id(node) in dropped:
+            record["dropped"] = True
         out.append(record)
     return out
 

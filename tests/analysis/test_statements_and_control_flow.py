@@ -3,6 +3,7 @@ nothing), grad mode follows `with` blocks and decorators, unknowns stay unknown.
 
 from __future__ import annotations
 
+from review_copies.analysis import roots
 from review_copies.analysis.events import Accumulate, Backward, Bind, Return, Store, Use, Write
 from review_copies.analysis.values import Device, Kind, Tri
 from tests.analysis.helpers import bound, flow
@@ -22,6 +23,27 @@ def test_the_arms_of_an_if_join() -> None:
     assert ret.value.kind is Kind.TENSOR
     assert ret.value.device is Device.MAYBE_CUDA  # cpu on one path, cuda on the other
     assert len(ret.value.roots) == 2  # either storage
+
+
+def test_a_second_if_on_the_same_flag_takes_the_arm_the_first_took() -> None:
+    # ultralytics' `preprocess`: the caller's tensor reaches `im` only where `not_tensor`
+    # fails, so the write under the second `if not_tensor:` lands in the array-made tensor.
+    f = flow("""
+    import numpy as np
+    import torch
+    def f(im: torch.Tensor, not_tensor: bool):
+        if not_tensor:
+            im = torch.from_numpy(np.stack(im))
+        im = im.to("cuda")
+        if not_tensor:
+            im /= 255
+        if not not_tensor:
+            im *= 2
+        return im
+    """)
+    scaled, doubled = f.of(Write)
+    assert roots.argument("im") not in scaled.target.roots
+    assert doubled.target.roots == {roots.argument("im")}
 
 
 def test_a_tensor_and_a_list_join_to_unknown() -> None:

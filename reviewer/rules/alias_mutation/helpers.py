@@ -9,16 +9,17 @@ from typing import ClassVar
 import libcst as cst
 
 from review_copies.analysis import roots
-from review_copies.analysis.events import Bind, FunctionFlow, Write
+from review_copies.analysis.events import Bind, FunctionFlow, Use, Write
 from review_copies.analysis.guesses import COMMENT
 from review_copies.analysis.parse import is_test_path
-from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last_bind, name_of, reads_after
+from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last_bind, name_of, reads_after, reads_layout_only
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import caller_keeps_argument, position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.analysis.values import Kind, Value
+from review_copies.index.calls import reaching, relied_on
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import attribute_source, copy_at_binding, write_fix
 from review_copies.rules.base import Hit, Rule
@@ -154,6 +155,16 @@ def callers_in_repository_drop(flow: FunctionFlow, arg: str) -> bool:
     return flow.index.callers_drop(scope.name, position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self), owner=_owner(flow)) is True
 
 
+def callers_rely_on_the_write(flow: FunctionFlow, arg: str) -> bool:
+    """A call somewhere in the repository throws the result away and reads again what it
+    passed for `arg` (`ops.scale_boxes(shape, bbox, ...)`, then `bbox`): the repository uses
+    the function for what it writes, so the write is its contract, not a side effect."""
+    scope = flow.scope
+    if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef) or scope.name == "__call__":
+        return False
+    return relied_on(flow.index, scope.name, position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self), reaching(flow.index, _owner(flow)))
+
+
 def caller_reading_again(flow: FunctionFlow, arg: str) -> str | None:
     """`path:line`, where a call of this function passes a name for `arg` and reads that
     name again afterwards (a caller outside the tests first), for messages; None when the
@@ -220,3 +231,18 @@ def into_module(flow: FunctionFlow, write: Write, reported: set[str]) -> Iterato
         f"returns a result, and this file goes on using `{module}` after the call. Work on a copy."
     )
     yield Hit(write.node, message, copy_at_binding(bind, False), anchors=(bind.node,))
+
+
+def read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:
+    """`noisy = clean; noisy.add_(n); ...; mse(pred, clean)`: the function itself reads the
+    argument after writing it under another name, so the hazard is inside it, whoever calls
+    (not where it reads only the shape: `return flat.view(grid.shape)`). Written through an
+    expression of the argument itself (`x[i:j].mul_(lam)`), the function knows what it
+    writes into. A read after the name was bound anew to other memory (`avg =
+    avg.float().lerp(g, b)` before `stored.copy_(avg)`) reads that, not the argument."""
+    return bool(writer) and writer != arg and any(isinstance(e, Use) and e.name == arg and not reads_layout_only(e) and _still_the_argument(flow, e, arg) for e in flow.after(write))
+
+
+def _still_the_argument(flow: FunctionFlow, use: Use, arg: str) -> bool:
+    bind = last_bind(flow, arg, use.index, reaching=use)
+    return bind is None or any(roots.is_argument(r, arg) for r in bind.value.roots)

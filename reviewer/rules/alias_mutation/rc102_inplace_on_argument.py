@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis import roots
-from review_copies.analysis.events import FunctionFlow, Use, Write
+from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.parse import is_test_path
-from review_copies.analysis.queries.aliasing import last_bind, name_of, reads_layout_only
+from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.queries.callers import caller_keeps_argument, callers_expect_the_write, callers_pass_sequences, callers_rebind, fresh_at_every_call_site, handed_over, returns_argument
 from review_copies.analysis.queries.intent import (
     declares_mutation,
@@ -35,7 +35,7 @@ from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
-from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop, converted_from_another_dtype, into_module
+from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop, callers_rely_on_the_write, converted_from_another_dtype, into_module, read_after_through_alias
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
@@ -117,6 +117,23 @@ _VALID = (
                 adam_step(p, g, s, lr)
         """,
         "every caller throws the result away: the function is called for what it writes",
+    ),
+    Valid(
+        """
+        import torch
+        class Adam(torch.optim.Optimizer):
+            def step(self):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        update = adam_update(p.grad, self.state[p].get("exp_avg", p))
+                        p.add_(update, alpha=-group["lr"])
+        def adam_update(grad: torch.Tensor, avg: torch.Tensor) -> torch.Tensor:
+            stored = avg
+            avg = avg.float().lerp(grad, 0.1)
+            stored.copy_(avg)
+            return avg
+        """,
+        "`avg` read after the write is the new tensor it was bound to, not the argument; the step hands in its moment to update (AQLM)",
     ),
     Valid(
         """
@@ -304,7 +321,9 @@ class InplaceOnArgument(Rule):
     copies for the data the code is written for (`.float()` of pixels then scaled by 1/255
     where the file makes uint8 data, `.to(torch.float64)`); outputs to fill (only written, or
     cleared first: `grads *= 0.0`); arguments every caller, in the file or (by the index)
-    anywhere outside the tests, passes fresh or never reads again. `forward`'s input is RC204's.
+    anywhere outside the tests, passes fresh or never reads again, or that some caller
+    calls the function for (its result thrown away, the argument read again). `forward`'s
+    input is RC204's.
 
     ## Example
     ```python
@@ -507,7 +526,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         writer = name_of(write.target_node)
         # Read again by the function itself after writing it under another name: the hazard
         # is inside it (`noisy = clean; noisy.add_(n); mse(pred, clean)`), whatever callers do.
-        inside = _read_after_through_alias(flow, write, arg, writer)
+        inside = read_after_through_alias(flow, write, arg, writer)
         if returns_its_original(flow, arg, write):
             continue  # it copied the argument before writing and hands the copy back
         if restored(flow, write) or (not inside and (fresh_at_every_call_site(flow, arg) or callers_rebind(flow, arg) or callers_expect_the_write(flow, arg))):
@@ -516,8 +535,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if write.op.strip(".()") in api.SHAPE_ONLY_INPLACE and (writer != arg or last_bind(flow, arg, write.index) is not None):
             continue  # reshapes another object than the caller's: its tensor or array keeps its shape
-        if not inside and callers_in_repository_drop(flow, arg):
-            continue  # every call in the repository passes a name it never reads again
+        if not inside and (callers_in_repository_drop(flow, arg) or callers_rely_on_the_write(flow, arg)):
+            continue  # every call in the repository passes a name it never reads again, or one reads it for the write
         if flow.change is not None and arg in flow.change.base_writes:
             continue  # the base version wrote it in place already: that is the function's contract
         if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view", "data") and (writer == arg or writer.startswith(f"{arg}.")):
@@ -571,12 +590,3 @@ def _forward_input(flow: FunctionFlow, param: str) -> bool:
         return False
     positional = [p.name.value for p in scope.node.params.params]
     return len(positional) > 1 and positional[1] == param
-
-
-def _read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer: str) -> bool:
-    """`noisy = clean; noisy.add_(n); ...; mse(pred, clean)`: the function itself reads the
-    argument after writing it under another name, so the hazard is inside it, whoever calls
-    (not where it reads only the shape: `return flat.view(grid.shape)`). Written through an
-    expression of the argument itself (`x[i:j].mul_(lam)`), the function knows what it
-    writes into."""
-    return bool(writer) and writer != arg and any(isinstance(e, Use) and e.name == arg and not reads_layout_only(e) for e in flow.after(write))
