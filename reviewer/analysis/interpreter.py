@@ -132,8 +132,10 @@ class Interpreter(Assignments):
         self.arm_stack.pop()
         after_else = self.state
         self.state = _after_if(body_exits, else_exits, after_body, after_else)
-        if branch and not body_exits and not else_exits:
-            only_body, only_else = _held(after_body) - _held(after_else), _held(after_else) - _held(after_body)
+        if branch and not body_exits and not else_exits and any(b == branch for b, _ in self.flag_branches.values()):
+            # (Only a flag's branch id comes back; another test's is never asked for again.)
+            held_body, held_else = _held(after_body), _held(after_else)
+            only_body, only_else = held_body - held_else, held_else - held_body
             self.flag_roots[branch] = (only_body, only_else) if flip == 0 else (only_else, only_body)
         flag = gpu_flag_test(stmt.test)
         if flag and stmt.orelse is None and not body_exits:

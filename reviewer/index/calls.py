@@ -83,8 +83,8 @@ def reading_again(
     None when no call does."""
     found: list[tuple[bool, str, int, str]] = []
     for path, call, where in calls_passing(index, name, position, keyword, accepts, reaches):
-        passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
-        if passed and passed in call["kept"] and passed not in call.get("through", ()):
+        passed = passed_at(call, where)
+        if _reads_again(call, passed):
             found.append((is_test_path(path), path, call["line"], passed))
     return min(found)[1:] if found else None
 
@@ -95,8 +95,14 @@ def relied_on(
     """Whether a call of `name` throws the result away and reads again the name it passed
     for the parameter (`ops.scale_boxes(shape, bbox, ...)`, then `bbox` used): that caller
     wants the parameter changed, so writing into it is the function's contract."""
-    for _, call, where in calls_passing(index, name, position, keyword, accepts, reaches):
-        passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
-        if call.get("dropped") and passed and passed in call["kept"] and passed not in call.get("through", ()):
-            return True
-    return False
+    return any(call.get("dropped") and _reads_again(call, passed_at(call, where)) for _, call, where in calls_passing(index, name, position, keyword, accepts, reaches))
+
+
+def passed_at(call: dict[str, Any], where: int | str) -> str | None:
+    """The name a call passes at `where` (a keyword, else a position); None for anything else."""
+    return call["kw"][where] if isinstance(where, str) else call["pos"][where]
+
+
+def _reads_again(call: dict[str, Any], passed: str | None) -> bool:
+    """The caller reads again, itself, the name it passed (not only hands on its own parameter)."""
+    return bool(passed) and passed in call["kept"] and passed not in call.get("through", ())

@@ -22,7 +22,7 @@ from typing import Any
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import Signature
-from review_copies.index.calls import calls_passing, reaching, reading_again
+from review_copies.index.calls import calls_passing, passed_at, reaching, reading_again
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
@@ -143,7 +143,7 @@ class RepoIndex:
         that class's method is left out (`calls.reaching`)."""
         seen = False
         for path, call, where in calls_passing(self, name, position, keyword, accepts, reaching(self, owner)):
-            passed = call["kw"][where] if isinstance(where, str) else call["pos"][where]
+            passed = passed_at(call, where)
             if passed is not None and passed in call.get("through", ()) and depth > 1:
                 if self._wrapper_callers_drop(path, call, passed, depth - 1) is not True:
                     return False

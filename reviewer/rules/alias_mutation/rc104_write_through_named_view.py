@@ -177,4 +177,3 @@ def _cleared_first(flow: FunctionFlow, pair: AliasPair) -> bool:
 
 
 _CLEARS = frozenset(("zero_", "fill_"))
-

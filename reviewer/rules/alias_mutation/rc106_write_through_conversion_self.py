@@ -236,4 +236,3 @@ def _read_as_a_value(flow: FunctionFlow, pair: AliasPair) -> bool:
     (`flat_out[idx[:j]] = 1` only writes)?"""
     writes = {id(w.stmt) for w in flow.of(Write) if name_of(w.target_node) == pair.writer}
     return any(isinstance(u, Use) and u.name == pair.writer and id(u.stmt) not in writes for u in flow.later(pair.write))
-
