@@ -1624,3 +1624,39 @@ def test_a_helper_the_repository_calls_for_its_write_is_not_reported(repo: Repo,
     repo.commit("labels in native space")
     result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
     assert result.json["findings"] == []
+
+
+EMA_KEEPS = """\
+import torch
+
+
+class Ema:
+    def __init__(self, source, target, decay=0.999):
+        self.source, self.target, self.decay = source, target, decay
+        self.source_dict = source.state_dict()
+
+    def update(self):
+        with torch.no_grad():
+            for p_ema, p in zip(self.target.parameters(), self.source.parameters()):
+                p_ema.copy_(p.lerp(p_ema, self.decay))
+"""
+
+RESTORE = """\
+def restore(ema, model):
+    model.load_state_dict(ema.source_dict)
+"""
+
+
+def test_a_state_dict_kept_on_an_object_is_reported_once_some_file_reads_it(repo: Repo, tmp_path: Path) -> None:
+    # StudioGAN's `Ema` keeps `self.source_dict = source.state_dict()` and no code reads it:
+    # nothing can see its values change. Once another file restores the model from it, the
+    # "snapshot" holds the live weights and the finding is real.
+    repo.write("ema.py", EMA_KEEPS)
+    repo.commit("an EMA of the generator")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert result.json["findings"] == []
+    repo.write("restore.py", RESTORE)
+    repo.commit("restore from the EMA's state")
+    result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
+    assert [(f["path"], f["rule"], f["line"]) for f in result.json["findings"]] == [("ema.py", "RC151", 7)]

@@ -246,3 +246,34 @@ def maps(model, loader, use_gpu):
     assert _findings(NumpyOnGradOrGpuTensor, source) == []
     goes_on = source.replace('raise TypeError("forward() needs return_featuremaps")', 'outputs = torch.zeros(1, 8, 8, device="cuda")')
     assert [f.line for f in _findings(NumpyOnGradOrGpuTensor, goes_on)] == [16]
+
+
+def test_a_fill_of_part_of_an_argument_edits_the_callers_values() -> None:
+    """A whole fill (`buf.data.fill_(token)`) fills a buffer; a constant written into part of
+    the caller's ids (`ids[:, :n].fill_(pad)`) edits its values and stays reported."""
+    source = (
+        "import torch\n"
+        "def mask_prefix(ids: torch.Tensor, n: int, pad: int):\n"
+        "    ids[:, :n].fill_(pad)\n"
+        "    return ids.ne(pad).sum()\n"
+    )
+    rule = next(r for r in all_rules() if r.code == "RC102")
+    assert [f.line for f in _findings(rule, source)] == [3]
+
+
+def test_an_ema_generator_its_caller_thaws_by_name_stays_reported() -> None:
+    """StyleGAN's `G_ema = copy.deepcopy(G).eval()` of a frozen `G` makes no graph; once the
+    caller turns grad back on for `G_ema` itself, its output does, and `.numpy()` raises."""
+    source = (
+        "import copy\n"
+        "import torch\n"
+        "def save_samples(G_ema: torch.nn.Module, z: torch.Tensor):\n"
+        "    return G_ema(z).cpu().numpy()\n"
+        "def training_loop(build, z: torch.Tensor):\n"
+        "    G = build().train().requires_grad_(False)\n"
+        "    G_ema = copy.deepcopy(G).eval()\n"
+        "    G_ema.requires_grad_()\n"
+        "    save_samples(G_ema, z)\n"
+    )
+    rule = next(r for r in all_rules() if r.code == "RC321")
+    assert [f.line for f in _findings(rule, source)] == [4]

@@ -180,7 +180,7 @@ class RepoIndex:
         call of `cls.__call__`. An instance reached another way (a list, a factory) is not
         seen, so the answer is only as complete as these bindings."""
         binding = re.compile(rf"(?<![\w.])(?:self\.)?(\w+)\s*(?::[^=\n]+)?=\s*{re.escape(cls)}(?:\.from_\w+)?\(")
-        return frozenset(m.group(1) for path in self.paths_mentioning(f"{cls}") for m in binding.finditer(self._text(path) or ""))
+        return frozenset(m.group(1) for path in self.paths_mentioning(f"{cls}") for m in binding.finditer(self.text(path) or ""))
 
     def instance_callers_drop(self, cls: str, position: int | None, keyword: str | None, accepts: Signature | None = None) -> bool | None:
         """`callers_drop` for `cls.__call__`: over the calls of every name an instance of
@@ -264,7 +264,7 @@ class RepoIndex:
                 seen = True
         return seen
 
-    def _text(self, path: str) -> str | None:
+    def text(self, path: str) -> str | None:
         if self.here is not None and path == self.here[0]:
             return self.here[1]
         return self.files.read(path) if self.files is not None else None
@@ -278,13 +278,13 @@ class RepoIndex:
         return self._imports[key]
 
     def _read_imports_another(self, path: str, name: str, origin: str) -> bool:
-        text = self._text(path)
+        text = self.text(path)
         if not text:
             return False
         definition = re.compile(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", re.MULTILINE)
 
         def defines(candidate: str) -> bool | None:
-            other = self._text(candidate)
+            other = self.text(candidate)
             return None if other is None else bool(definition.search(other))
 
         for match in _FROM_IMPORT.finditer(text):
@@ -306,7 +306,7 @@ class RepoIndex:
             folder = posixpath.dirname(folder)
         if self._grad_off_files is None:
             # One `git grep` per review; then only the files that name it are read.
-            self._grad_off_files = frozenset(p for p in self.paths_mentioning("set_grad_enabled") if _GRAD_OFF_AT_IMPORT.search(self._text(p) or ""))
+            self._grad_off_files = frozenset(p for p in self.paths_mentioning("set_grad_enabled") if _GRAD_OFF_AT_IMPORT.search(self.text(p) or ""))
         return any(c in self._grad_off_files for c in candidates)
 
     def only_referenced(self, name: str) -> bool:
@@ -322,7 +322,7 @@ class RepoIndex:
                 continue
             if any(call["callee"] == name for call in (self.facts(path) or {}).get("calls", [])):
                 return False
-            text = self._text(path)
+            text = self.text(path)
             found = found or bool(text and reference.search(text))
         return found
 

@@ -9,7 +9,7 @@ import libcst as cst
 
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.callers import passed_in
-from review_copies.analysis.syntax import bound_names, dotted
+from review_copies.analysis.syntax import bound_names, code_of, dotted
 
 # Calls on a module that hand back the same module (`InceptionV3(...).cuda().eval()`).
 _SAME_MODULE = frozenset(("to", "cuda", "cpu", "eval", "train", "float", "half", "double"))
@@ -114,3 +114,79 @@ def _own_assignments(fn: cst.FunctionDef, name: str) -> list[cst.Assign]:
     fn.visit(Find())
     return [] if other else found
 
+
+
+def frozen_handed(file: ParsedFile, scope: Scope | None, arg: str, depth: int = 3) -> bool:
+    """Every call of this function in its file passes for `arg` a module that its caller
+    froze and never thawed by that name: bound to a chain that turns grad off
+    (`construct(...).train().requires_grad_(False).to(device)`), or to a deep copy of such a
+    local (StyleGAN's `G_ema = copy.deepcopy(G).eval()`), or its own parameter that its callers
+    fill so in turn (followed `depth` calls up). False when some call passes anything else,
+    or there is no call."""
+    sites = passed_in(file, scope, arg)
+    if not sites or depth <= 0:
+        return False
+    for call, value in sites:
+        caller = file.innermost_scope(file.line_of(call), ("function", "method"))
+        if not isinstance(value, cst.Name) or caller is None or not isinstance(caller.node, cst.FunctionDef):
+            return False
+        params = caller.node.params
+        if any(p.name.value == value.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)):
+            if not frozen_handed(file, caller, value.value, depth - 1):
+                return False
+        elif not _frozen_local(file, caller.node, value.value, frozenset()):
+            return False
+    return True
+
+
+def _frozen_local(file: ParsedFile, fn: cst.FunctionDef, name: str, seen: frozenset[str], before: int | None = None) -> bool:
+    """`name` is bound only to frozen modules, and not thawed by name (before line `before`,
+    for the source of a deep copy: a later thaw does not reach the copy)."""
+    binds = _own_assignments(fn, name)
+    if not binds or name in seen or _thawed(file, fn, name, before):
+        return False
+    for bind in binds:
+        if _freezes(bind.value):
+            continue
+        source = _module_itself(bind.value)
+        if not (isinstance(source, cst.Call) and dotted(source.func) in ("copy.deepcopy", "deepcopy") and source.args):
+            return False
+        copied = source.args[0].value
+        if not (isinstance(copied, cst.Name) and _frozen_local(file, fn, copied.value, seen | {name}, file.line_of(bind))):
+            return False
+    return True
+
+
+def _freezes(value: cst.BaseExpression) -> bool:
+    """The last `requires_grad_` of a chain of calls turns grad off."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value == "requires_grad_":
+            first = value.args[0].value if value.args else None
+            return isinstance(first, cst.Name) and first.value == "False"
+        value = value.func.value
+    return False
+
+
+def _thawed(file: ParsedFile, fn: cst.FunctionDef, name: str, before: int | None) -> bool:
+    """`name.requires_grad_()` (or with anything but False), or a loop over its parameters
+    that sets `requires_grad`: the function turns grad back on by that name."""
+    found = False
+
+    def counts(node: cst.CSTNode) -> bool:
+        return before is None or file.line_of(node) < before
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and dotted(func.value) == name and counts(node):
+                found = found or not _freezes(node)
+
+        def visit_For(self, node: cst.For) -> None:
+            nonlocal found
+            over = node.iter.func if isinstance(node.iter, cst.Call) else node.iter
+            if isinstance(over, cst.Attribute) and dotted(over.value) == name and "requires_grad" in code_of(node.body) and counts(node):
+                found = True
+
+    fn.visit(Find())
+    return found

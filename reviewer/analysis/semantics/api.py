@@ -87,7 +87,8 @@ COPY_METHODS = frozenset(("clone",))
 # raises "modified by an inplace operation".
 # Ops whose backward needs their own output.
 SAVES_OUTPUT = frozenset(
-    "exp exp2 expm1 sigmoid tanh tan relu rsqrt sqrt reciprocal softmax log_softmax norm prod hypot".split()
+    "exp exp2 expm1 sigmoid tanh tan relu rsqrt sqrt reciprocal softmax log_softmax norm prod hypot "
+    "cdist pdist logsumexp cumprod".split()
 )
 # Ops whose backward needs their (first) input.
 SAVES_INPUTS = frozenset(

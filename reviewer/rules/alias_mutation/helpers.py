@@ -15,7 +15,7 @@ from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last_bind, name_of, reads_after, reads_layout_only
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import caller_keeps_argument, position_of
-from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, optimizer_method
+from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, gathered_per_call, optimizer_method, reset_before_use, sets_its_data, state_like, write_only
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.analysis.values import Kind, Value
@@ -246,3 +246,46 @@ def read_after_through_alias(flow: FunctionFlow, write: Write, arg: str, writer:
 def _still_the_argument(flow: FunctionFlow, use: Use, arg: str) -> bool:
     bind = last_bind(flow, arg, use.index, reaching=use)
     return bind is None or any(roots.is_argument(r, arg) for r in bind.value.roots)
+
+
+# Whole-tensor fills: the old values are thrown away, not transformed (a token buffer refilled
+# at each step), so the argument is written to be filled, as by `copy_`.
+_WHOLE_FILLS = frozenset((".fill_()", ".zero_()"))
+
+
+def fills_the_argument(write: Write, writer: str, arg: str) -> bool:
+    """`dst.copy_(src)`, `dst[:, :n].copy_(src)`, `holder.data.copy_(src)`, `buf.data.fill_(c)`:
+    the argument itself (or its `.data`) is filled, not transformed; filling the caller's
+    tensor is the point. A part filled with a constant (`ids[:, :n].fill_(pad)`) is not: it
+    edits the caller's values."""
+    if not write.target.certain or not (writer == arg or writer.startswith(f"{arg}.")):
+        return False
+    if write.op == ".copy_()":
+        return write.target.via in ("", "view", "data")
+    return write.op in _WHOLE_FILLS and write.target.via in ("", "data")
+
+
+def forward_input(flow: FunctionFlow, param: str) -> bool:
+    """The first input of `forward` in a class built on a base from another package
+    (`BaseModule`, `LightningModule`): a module's input, the previous layer's output, which is
+    RC204's to judge even when the file cannot show that the base is an `nn.Module`. Its other
+    arguments (labels, masks the caller passes in) stay this rule's."""
+    scope = flow.scope
+    if scope is None or scope.name != "forward" or scope.class_node is None or not scope.class_node.bases or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    positional = [p.name.value for p in scope.node.params.params]
+    return len(positional) > 1 and positional[1] == param
+
+
+def meant_for_the_caller(flow: FunctionFlow, param: str) -> bool:
+    """A parameter whose tensor the caller still owns: not state or an output to fill
+    (by its name, by only being written, by being cleared first, by having its `.data` set),
+    not forward's input."""
+    return (
+        not state_like(param)
+        and not forward_input(flow, param)
+        and not write_only(flow, param)
+        and not reset_before_use(flow, param)
+        and not sets_its_data(flow, param)
+        and not gathered_per_call(flow, param)
+    )

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import libcst as cst
-
 from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.parse import is_test_path
@@ -15,19 +13,14 @@ from review_copies.analysis.queries.callers import caller_keeps_argument, caller
 from review_copies.analysis.queries.intent import (
     declares_mutation,
     deliberate_write,
-    gathered_per_call,
     indexed_by_its_own_copy,
     is_mutating_function,
     optimizer_method,
     registered_op,
-    reset_before_use,
     restored,
     returns_a_number,
     returns_its_original,
     returns_something,
-    sets_its_data,
-    state_like,
-    write_only,
 )
 from review_copies.analysis.rewrite import out_of_place
 from review_copies.analysis.semantics import api
@@ -35,10 +28,32 @@ from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
-from review_copies.rules.alias_mutation.helpers import callers_in_repository_drop, callers_rely_on_the_write, converted_from_another_dtype, into_module, read_after_through_alias
+from review_copies.rules.alias_mutation.helpers import (
+    callers_in_repository_drop,
+    callers_rely_on_the_write,
+    converted_from_another_dtype,
+    fills_the_argument,
+    into_module,
+    meant_for_the_caller,
+    read_after_through_alias,
+)
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        def step(model, tokens):
+            return model(tokens)[0]
+        def process_text(text: str, model, tokens: torch.Tensor):
+            for c in text:
+                tokens.data.fill_(ord(c))
+                out = step(model, tokens)
+            tokens.data.fill_(torch.argmax(out))
+            return list(text)
+        """,
+        "a token buffer refilled whole at each step: its old values are thrown away, not edited (sentiment-discovery's `process_text`)",
+    ),
     Valid(
         """
         import torch
@@ -512,7 +527,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if not write.target.certain and write.target.via not in ("to", "reshape", "as_tensor"):
             continue  # indexing that may copy (x[idx] with a tensor index)
-        owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and _meant_for_the_caller(flow, p))
+        owned = sorted(p for p in flow.params if any(roots.is_argument(r, p) for r in write.target.roots) and meant_for_the_caller(flow, p))
         if not owned:
             yield from into_module(flow, write, reported)
             continue
@@ -539,8 +554,8 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # every call in the repository passes a name it never reads again, or one reads it for the write
         if flow.change is not None and arg in flow.change.base_writes:
             continue  # the base version wrote it in place already: that is the function's contract
-        if write.op == ".copy_()" and write.target.certain and write.target.via in ("", "view", "data") and (writer == arg or writer.startswith(f"{arg}.")):
-            continue  # `dst.copy_(src)`, `dst[:, :n].copy_(src)`, `holder.data.copy_(src)`: filling the caller's tensor is the point
+        if fills_the_argument(write, writer, arg):
+            continue  # `dst.copy_(src)`, `holder.data.copy_(src)`, `buf.data.fill_(token)`: filling the caller's tensor is the point
         reported.add(arg)
         bind = None if writer == arg else last_bind(flow, writer, write.index)
         if writer == arg:
@@ -564,29 +579,3 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
 
 # `pred[i].cpu().detach().numpy()`: a copy only of a tensor that is not on the CPU yet.
 _MOVED_TO_CPU = re.compile(r"\.cpu\(\)")
-
-
-def _meant_for_the_caller(flow: FunctionFlow, param: str) -> bool:
-    """A parameter whose tensor the caller still owns: not state or an output to fill
-    (by its name, by only being written, by being cleared first, by having its `.data` set),
-    not forward's input."""
-    return (
-        not state_like(param)
-        and not _forward_input(flow, param)
-        and not write_only(flow, param)
-        and not reset_before_use(flow, param)
-        and not sets_its_data(flow, param)
-        and not gathered_per_call(flow, param)
-    )
-
-
-def _forward_input(flow: FunctionFlow, param: str) -> bool:
-    """The first input of `forward` in a class built on a base from another package
-    (`BaseModule`, `LightningModule`): a module's input, the previous layer's output, which is
-    RC204's to judge even when the file cannot show that the base is an `nn.Module`. Its other
-    arguments (labels, masks the caller passes in) stay this rule's."""
-    scope = flow.scope
-    if scope is None or scope.name != "forward" or scope.class_node is None or not scope.class_node.bases or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    positional = [p.name.value for p in scope.node.params.params]
-    return len(positional) > 1 and positional[1] == param

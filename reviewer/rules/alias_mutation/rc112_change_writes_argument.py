@@ -23,6 +23,27 @@ _VALID = (
     Valid(
         """
         import torch
+        from torch import nn
+        class NeuralMemory(nn.Module):
+            def __init__(self, dim: int, heads: int, momentum_order = 1, include_zeroth = False):
+                super().__init__()
+                if include_zeroth:
+                    momentum_order += 1
+                self.combine = nn.Linear(dim, heads * momentum_order)
+        """,
+        "`momentum_order = 1` is a count: `+=` binds the name anew and writes nothing a caller holds (titans-pytorch)",
+        before="""
+        import torch
+        from torch import nn
+        class NeuralMemory(nn.Module):
+            def __init__(self, dim: int, heads: int, momentum_order = 1):
+                super().__init__()
+                self.combine = nn.Linear(dim, heads * momentum_order)
+        """,
+    ),
+    Valid(
+        """
+        import torch
         from tensordict import TensorDict
 
 
@@ -371,10 +392,14 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
     """Statements that write in place through a parameter's own name, in order."""
     out: list[tuple[cst.CSTNode, str]] = []
     kinds = {name: value.kind for name, value in flow.params.items()}
+    assert flow.scope is not None and isinstance(flow.scope.node, cst.FunctionDef)
+    # `momentum_order = 1`: an integer (or flag) default says the parameter is a count, and
+    # `momentum_order += 1` binds the name anew; no caller's memory is written.
+    counts = {p.name.value for p in (*flow.scope.node.params.params, *flow.scope.node.params.kwonly_params) if _int_literal(p.default)}
 
     def tensorish(name: str) -> bool:
         kind = kinds.get(name, Kind.UNKNOWN)
-        return kind in (Kind.TENSOR, Kind.NDARRAY) or (kind is Kind.UNKNOWN and not COUNT_NAME.search(name))
+        return kind in (Kind.TENSOR, Kind.NDARRAY) or (kind is Kind.UNKNOWN and not COUNT_NAME.search(name) and name not in counts)
 
     class Find(cst.CSTVisitor):
         def __init__(self) -> None:
@@ -417,7 +442,6 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
                 if isinstance(t, cst.Subscript) and isinstance(t.value, cst.Name) and self.ours(t.value.value) and kinds.get(t.value.value) in (Kind.TENSOR, Kind.NDARRAY) and not keyed:
                     out.append((node, t.value.value))
 
-    assert flow.scope is not None
     flow.scope.node.visit(Find())
     # What the interpreter saw written at each statement: `coords = coords.clone()` before
     # `coords[:, :3] = ...` writes into the copy, not into the caller's tensor.
@@ -452,4 +476,11 @@ def _made_afresh(flow: FunctionFlow, node: cst.CSTNode, param: str) -> bool:
         return False
     bind = last_bind(flow, param, anchor.index, reaching=anchor)
     return bind is not None and bind.expr is not None and param not in names_in(bind.expr) and on_every_path(bind, anchor, anchor)
+
+
+def _int_literal(node: cst.BaseExpression | None) -> bool:
+    """`1`, `-1`, `True`: a default no tensor is written like."""
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, cst.Integer) or (isinstance(node, cst.Name) and node.value in ("True", "False"))
 

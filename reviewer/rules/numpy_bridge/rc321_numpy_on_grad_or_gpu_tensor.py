@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.handed import classes_bound, classes_handed
+from review_copies.analysis.queries.handed import classes_bound, classes_handed, frozen_handed
 from review_copies.analysis.rewrite import chain, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, receiver_of
@@ -271,6 +271,23 @@ _VALID = (
         """,
         "the device is a GPU exactly when `is_cuda` holds: in the `else` arm of `if is_cuda:` the masks are on the CPU",
     ),
+    Valid(
+        """
+        import copy
+        import torch
+        def save_samples(G_ema: torch.nn.Module, z: torch.Tensor):
+            return G_ema(z).cpu().numpy()
+        def training_loop(build, z: torch.Tensor, steps: int):
+            G = build().train().requires_grad_(False)
+            G_ema = copy.deepcopy(G).eval()
+            for step in range(steps):
+                G.requires_grad_(True)
+                G(z).mean().backward()
+                G.requires_grad_(False)
+                save_samples(G_ema, z)
+        """,
+        "the only caller hands over a deep copy of a generator built with grad off, and thaws only the original afterwards (StyleGAN-T's `G_ema`)",
+    ),
 )
 
 
@@ -481,6 +498,8 @@ def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:
     calls up), from a class of the repository whose constructor turns off grad for all its
     parameters (pytorch-fid's `InceptionV3`, built with `requires_grad=False`)."""
     assert flow.index is not None
+    if module.value in flow.params and frozen_handed(flow.file, flow.scope, module.value):
+        return True  # StyleGAN's `G_ema = copy.deepcopy(G).eval()` of a `G` built with `.requires_grad_(False)`
     own = _class_of(flow, module, before)
     classes = frozenset((own,)) if own else None
     if classes is None and flow.scope is not None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.events import Call, FunctionFlow, Write
 from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -41,7 +41,9 @@ class CloneOfTemporary(Rule):
     ## Known problems
     The output of a module that is not one of torch's (`model(x).clone()`) is left: its
     forward may return a view of a larger tensor (a class token `x[:, 0]`), which the clone
-    makes compact and contiguous. A full reduction (`x.sum().clone()`) is left too.
+    makes compact and contiguous. A full reduction (`x.sum().clone()`) is left too, and so
+    is the clone of an op's output that its backward needs (`cdist`, `exp`) when the copy is
+    written in place afterwards.
     """
 
     code = "RC341"
@@ -136,6 +138,16 @@ class CloneOfTemporary(Rule):
             """,
             "`data[0]` is the tensor the tuple `data` still holds (and handed on): the clone is another object, not a second copy of a temporary",
         ),
+        Valid(
+            """
+            import torch
+            def mds(coords: torch.Tensor, target: torch.Tensor):
+                dist = torch.cdist(coords, coords, p=2).clone()
+                dist[dist <= 0] += 1e-7
+                return (target / dist).sum()
+            """,
+            "backward needs cdist's own output: the clone keeps the in-place write that follows off it (alphafold2's MDS)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -180,6 +192,8 @@ class CloneOfTemporary(Rule):
                 continue  # `mask.sum().clone()`: a 0-d tensor, whose copy costs nothing worth a change
             if _output_of_own_module(flow, node):
                 continue  # DINO's `model(samples).clone()`: the model returns `x[:, 0]`, and the clone makes it compact and contiguous
+            if _guards_a_saved_output(flow, event):
+                continue  # `torch.cdist(x, x).clone()`, then `d[d <= 0] += eps`: backward needs cdist's own output
             message = (
                 f"`{short_code(node)}` is already a new tensor that nothing else refers to; `.clone()` copies it a second time "
                 "(more time and peak memory, same result). Drop the `.clone()`."
@@ -213,6 +227,16 @@ def _output_of_own_module(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
         return False
     callee = flow.value(node.func)
     return callee.kind is Kind.MODULE and not callee.op
+
+
+def _guards_a_saved_output(flow: FunctionFlow, event: Call) -> bool:
+    """The temporary is what its op saved for backward (`cdist`, `exp`, `sigmoid`) and the
+    copy is written in place later: without the clone that write lands on the saved output,
+    and backward raises "modified by an inplace operation" (alphafold2's MDS)."""
+    recv = event.receiver
+    if recv is None or not any(s.index in recv.graph and s.roots & recv.roots for s in flow.saved):
+        return False
+    return any(isinstance(e, Write) and e.target.roots & event.result.roots for e in flow.after(event))
 
 
 def _is_whole_value(event: Call) -> bool:

@@ -14,6 +14,7 @@ from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in, receiver_of
 from review_copies.analysis.values import Kind, Value
+from review_copies.index.attributes import never_read
 
 
 def changes_after(flow: FunctionFlow, bind: Bind, roots: frozenset[str], owner: str) -> Event | None:
@@ -420,3 +421,12 @@ def remedy(flow: FunctionFlow) -> str:
     if copy_module(flow):
         return "Use `copy.deepcopy(...)`"
     return "Copy the tensors (`{k: v.detach().clone() for k, v in ....items()}`, or `copy.deepcopy(...)` after `import copy`)"
+
+
+def never_read_again(flow: FunctionFlow, attr: str) -> bool:
+    """`self.source_dict = source.state_dict()` in an EMA whose `update` walks the modules'
+    parameters instead: no code in the repository reads the attribute, so no one can see
+    its values change (StudioGAN's `Ema`)."""
+    name = attr.removeprefix("self.")
+    return flow.index is not None and name.isidentifier() and never_read(flow.index, name)
+

@@ -21,6 +21,7 @@ from review_copies.rules.stale_snapshot.helpers import (
     deepcopy_fix,
     entry_replaced,
     handed_to_a_fresh_owner,
+    never_read_again,
     owner_of,
     read_after,
     remedy,
@@ -72,6 +73,16 @@ _VALID = (
                         self.target_dict[key].data.copy_(self.target_dict[key].data * self.decay + self.source_dict[key].data * (1 - self.decay))
         """,
         "kept beside `target_dict`, which `update` writes through: live handles, read for the current weights (BigGAN-PyTorch's `ema`)",
+    ),
+    Valid(
+        """
+        import torch
+        class Ema:
+            def __init__(self, source, target):
+                self.source, self.target = source, target
+                self.source_dict = source.state_dict()
+        """,
+        "kept, and read by no code in the repository: nothing can see its values change (StudioGAN's `Ema`)",
     ),
     Valid(
         """
@@ -502,8 +513,8 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
         if bind.name.startswith("self."):
             if _REFERENCE_NAME.search(bind.name):
                 continue  # `self._held_state_dict_reference`: the name says it keeps the live tensors, not their values
-            if written_through_elsewhere(flow, bind.name):
-                continue  # a handle on the live tensors: another method writes through it on purpose
+            if written_through_elsewhere(flow, bind.name) or never_read_again(flow, bind.name):
+                continue  # a handle on the live tensors another method writes through on purpose, or kept and never read
             if beside_a_written_handle(flow, bind):
                 continue  # kept with a handle the class writes through: read for the current values (an EMA)
             if _replaced_in_this_call(flow, bind):
