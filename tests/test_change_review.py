@@ -1660,3 +1660,21 @@ def test_a_state_dict_kept_on_an_object_is_reported_once_some_file_reads_it(repo
     repo.commit("restore from the EMA's state")
     result = run_cli("--repo", str(repo.path), "--all", "--offline", "--no-sandbox", "--format", "json", env=env)
     assert [(f["path"], f["rule"], f["line"]) for f in result.json["findings"]] == [("ema.py", "RC151", 7)]
+
+
+def test_the_index_knows_a_call_after_set_grad_enabled_false_runs_without_autograd() -> None:
+    # deeplab-pytorch's demo turns grad off as a statement before it infers; a caller that
+    # turns it back on before the next call makes that call with autograd again.
+    text = (
+        "import torch\n"
+        "def main(model, image):\n"
+        "    torch.set_grad_enabled(False)\n"
+        "    a = infer(model, image)\n"
+        "    if a is None:\n"
+        "        torch.set_grad_enabled(True)\n"
+        "        b = infer(model, image)\n"
+        "    torch.set_grad_enabled(True)\n"
+        "    return infer(model, image), a\n"
+    )
+    off = {call["line"]: call["off"] for call in file_facts(text)["calls"] if call["callee"] == "infer"}
+    assert off == {4: True, 7: False, 9: False}

@@ -14,6 +14,7 @@ from review_copies.analysis.parse import OTHER_FRAMEWORKS
 from review_copies.analysis.semantics import api
 from review_copies.index.arrays import an_array, annotated_arrays, record_binding
 from review_copies.index.frozen import freezes_parameters
+from review_copies.index.gradmode import grad_off, grad_off_spans
 from review_copies.index.graphless import returns_no_graph
 
 Facts = dict[str, Any]
@@ -97,7 +98,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             returns.add(node.value.id)
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
-        **_changes(fn, params), "grad_off": _grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn),
+        **_changes(fn, params), "grad_off": grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn),
     }
 
 
@@ -245,44 +246,6 @@ def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return True
 
 
-_GRAD_OFF = ("no_grad", "inference_mode")
-
-
-def _turns_grad_off(expr: ast.expr) -> bool:
-    """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
-    target = expr.func if isinstance(expr, ast.Call) else expr
-    name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else ""
-    if name in _GRAD_OFF:
-        return True
-    return (
-        name == "set_grad_enabled"
-        and isinstance(expr, ast.Call)
-        and bool(expr.args)
-        and isinstance(expr.args[0], ast.Constant)
-        and expr.args[0].value is False
-    )
-
-
-def _grad_off(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """`@torch.no_grad()`, `@torch.inference_mode()`: the body, and what it returns, carry no graph."""
-    return any(_turns_grad_off(d) for d in fn.decorator_list)
-
-
-def _grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
-    """The lines that run with autograd off: `with torch.no_grad():` blocks and the bodies of
-    nested functions decorated so."""
-    spans = []
-    for node in (n for top in nodes for n in ast.walk(top)):
-        off = (
-            any(_turns_grad_off(item.context_expr) for item in node.items)
-            if isinstance(node, (ast.With, ast.AsyncWith))
-            else isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _grad_off(node)
-        )
-        if off:
-            spans.append((node.lineno, node.end_lineno or node.lineno))
-    return spans
-
-
 def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = frozenset()) -> str | None:
     """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, and what a
     method or an index makes of one), which no one else holds, or for the place the call's
@@ -410,7 +373,7 @@ def _calls(
     and does not read again itself; `super`: for `super().m(...)` in a method, `cls`: the
     class's name, whose own `m` the call never reaches, then the names of its bases;
     `dropped`: the call is a statement of its own, its result thrown away."""
-    spans = [] if off else _grad_off_spans(nodes)
+    spans = [] if off else grad_off_spans(nodes)
     loads: dict[str, list[int]] = {}
     stores: dict[int, set[str]] = {}
     loops: list[tuple[int, int, frozenset[str], frozenset[str]]] = []  # span, and a `for`'s targets and what it iterates
@@ -490,10 +453,10 @@ def _calls(
         # read again is its callers' to say (a wrapper `def _forward(self, x): return self._f(x)`).
         through = sorted(theirs - again)
         callee = _callee(node.func)
-        grad_off = off or any(s <= line <= e for s, e in spans)
+        off_here = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
-        record = {"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "through": through, "off": grad_off, "in": list(owner), "spread": spread}
+        record = {"callee": callee, "line": line, "pos": positional, "kw": keywords, "kept": kept, "through": through, "off": off_here, "in": list(owner), "spread": spread}
         plain = [a for a in node.args if not isinstance(a, ast.Starred)]
         arrays = [i for i, a in enumerate(plain) if an_array(a, array_binds, annotated)]
         arrays += [k.arg for k in node.keywords if k.arg and an_array(k.value, array_binds, annotated)]
@@ -584,10 +547,10 @@ def file_facts(text: str) -> Facts:
             bases = [_callee(b) for b in node.bases if _callee(b)]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen, "bases": bases}
             for m in defs:
-                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), _grad_off(m), modules, annotated_arrays(m), [node.name, *bases]))
+                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), grad_off(m), modules, annotated_arrays(m), [node.name, *bases]))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), _grad_off(node), modules, annotated_arrays(node)))
+            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), grad_off(node), modules, annotated_arrays(node)))
         else:
             script.append(node)
     calls.extend(_calls(script, set(), modules=modules))

@@ -27,8 +27,9 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
     for e in flow.of(Return):
         values = e.value.items if e.value.items is not None else (e.value,)
         # What is returned still holds the argument's memory (x, x.mul_(w), a view of x).
-        # `return x.long()` after writing into x: the caller gets the changed tensor back either way.
-        if any(own in v.roots and (v.via == "to" or (v.certain and not v.via)) for v in values):
+        # `return x.long()` after writing into x: the caller gets the changed tensor back either way;
+        # so does `return torch.from_numpy(pc).float()` of `pc = x.numpy()` (a NumPy round trip).
+        if any(own in v.roots and (v.via in ("to", "from_numpy") or (v.certain and not v.via)) for v in values):
             return True
         # `return acc` where one arm rebinds the name and the other grows it in place (`if req
         # is None: acc = a @ b` / `else: acc.addmm_(a, b)`): the written argument is handed

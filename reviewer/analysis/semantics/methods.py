@@ -12,7 +12,7 @@ from review_copies.analysis.guesses import DATA_PIPELINE_NAME, SCHEDULER_NAME
 from review_copies.analysis.semantics import api, containers
 from review_copies.analysis.semantics.modules import call_module_method, call_optimizer_method
 from review_copies.analysis.semantics.tensors import call_tensor_method, maybe_self
-from review_copies.analysis.syntax import dotted, retains_graph
+from review_copies.analysis.syntax import code_of, dotted, retains_graph
 from review_copies.analysis.values import NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _CONTAINERS = (Kind.STATE_DICT, Kind.DICT, Kind.PARAMETER_LIST, Kind.LIST, Kind.TUPLE)
@@ -55,7 +55,10 @@ def call_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
         owner = dotted(func.value).rpartition(".")[2]
         if DATA_PIPELINE_NAME.search(owner) or SCHEDULER_NAME.search(owner):
             return UNKNOWN  # `train_loader.state_dict()`, `lr_scheduler.state_dict()`: positions and rates, not tensors
-        as_module = recv.but(kind=Kind.MODULE, roots=recv.roots or frozenset((roots.parameters(dotted(func.value)),)))
+        # Named by its expression when it has no dotted name: `unwrap_model(model)` and
+        # `unwrap_model(model_ema)` are two modules, not one unnamed module (RepVGG's EMA).
+        named = dotted(func.value) or "".join(code_of(func.value).split())
+        as_module = recv.but(kind=Kind.MODULE, roots=recv.roots or frozenset((roots.parameters(named),)))
         return call_module_method(cx, node, as_module, method, args, kwargs)
     if method in api.MAYBE_SELF_METHODS or method in api.VIEW_METHODS or method in api.MAYBE_VIEW_METHODS:
         return maybe_self(cx, node, recv, method, args, kwargs)

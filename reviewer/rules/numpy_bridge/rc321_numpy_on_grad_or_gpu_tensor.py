@@ -288,6 +288,20 @@ _VALID = (
         """,
         "the only caller hands over a deep copy of a generator built with grad off, and thaws only the original afterwards (StyleGAN-T's `G_ema`)",
     ),
+    Valid(
+        """
+        import torch
+        import torch.nn.functional as F
+        def inference(model, image):
+            probs = F.softmax(model(image), dim=1)[0]
+            return probs.cpu().numpy().argmax(axis=0)
+        def main(model, images):
+            torch.set_grad_enabled(False)
+            model.eval()
+            return [inference(model, image) for image in images]
+        """,
+        "the only caller turns autograd off for the rest of its body before it calls (deeplab-pytorch's demo)",
+    ),
 )
 
 
