@@ -277,3 +277,60 @@ def test_an_ema_generator_its_caller_thaws_by_name_stays_reported() -> None:
     )
     rule = next(r for r in all_rules() if r.code == "RC321")
     assert [f.line for f in _findings(rule, source)] == [4]
+
+
+def test_the_state_dicts_of_two_unwrapped_models_are_two_modules() -> None:
+    """RepVGG's EMA: `unwrap_model(model).state_dict()` is read while the entries of
+    `unwrap_model(model_ema).state_dict()` are written. Two call expressions name two
+    modules, not one unnamed module; a snapshot a training loop keeps stays reported."""
+    ema = (
+        "import torch\n"
+        "def unwrap_model(model):\n"
+        "    return model.module if hasattr(model, 'module') else model\n"
+        "def update_model_ema(model, model_ema, alpha: float):\n"
+        "    params = unwrap_model(model).state_dict()\n"
+        "    for name, param in unwrap_model(model_ema).state_dict().items():\n"
+        "        param.copy_(param * (1.0 - alpha) + params[name] * alpha)\n"
+    )
+    best = (
+        "import torch\n"
+        "def unwrap_model(model):\n"
+        "    return model.module if hasattr(model, 'module') else model\n"
+        "def fit(model, loader, optimizer, epochs: int):\n"
+        "    best, best_state = float('inf'), None\n"
+        "    for _ in range(epochs):\n"
+        "        for x, y in loader:\n"
+        "            loss = (model(x) - y).pow(2).mean()\n"
+        "            optimizer.zero_grad()\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+        "        if loss.item() < best:\n"
+        "            best = loss.item()\n"
+        "            best_state = unwrap_model(model).state_dict()\n"
+        "    return best_state\n"
+    )
+    rule = next(r for r in all_rules() if r.code == "RC151")
+    assert _findings(rule, ema) == []
+    assert [f.line for f in _findings(rule, best)] == [14]
+
+
+def test_a_numpy_round_trip_of_the_written_argument_handed_back_is_mutate_and_return() -> None:
+    """PointNet++'s dropout transform writes into `points.numpy()` and returns
+    `torch.from_numpy(pc).float()`, the same memory, as its in-place siblings return
+    `points`; a copy made before the return (`np.array(...)`) leaves the write reported."""
+    source = (
+        "import numpy as np\n"
+        "import torch\n"
+        "def dropout(points: torch.Tensor, ratio: float):\n"
+        "    pc = points.numpy()\n"
+        "    drop = np.where(np.random.random(pc.shape[0]) <= ratio)[0]\n"
+        "    pc[drop] = pc[0]\n"
+        "    return torch.from_numpy(pc).float()\n"
+        "def normalize(points: torch.Tensor):\n"
+        "    arr = points.numpy()\n"
+        "    arr /= 255.0\n"
+        "    arr = np.array(arr[:, ::-1])\n"
+        "    return torch.from_numpy(arr)\n"
+    )
+    rule = next(r for r in all_rules() if r.code == "RC102")
+    assert [f.line for f in _findings(rule, source)] == [10]

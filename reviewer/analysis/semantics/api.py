@@ -90,6 +90,10 @@ SAVES_OUTPUT = frozenset(
     "exp exp2 expm1 sigmoid tanh tan relu rsqrt sqrt reciprocal softmax log_softmax norm prod hypot "
     "cdist pdist logsumexp cumprod".split()
 )
+# Ops whose backward divides by their output: an infinite fill of it (`d.data.masked_fill_(m,
+# -inf)` before a softmax) gives the masked places gradient 0, as the out-of-place fill does
+# (measured with torch 2.13; not so `exp`, whose backward multiplies and makes NaN).
+DIVIDES_BY_OUTPUT = frozenset("cdist norm sqrt".split())
 # Ops whose backward needs their (first) input.
 SAVES_INPUTS = frozenset(
     "abs acos asin atan atan2 cos cosh sin sinh log log10 log1p log2 pow square norm prod hypot "

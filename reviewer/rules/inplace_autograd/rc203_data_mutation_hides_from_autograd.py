@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+
+import libcst as cst
 
 from review_copies.analysis.events import FunctionFlow, Write
 from review_copies.analysis.queries.autograd import reaches_a_backward, saved_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.intent import deliberate_write
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.semantics import api
+from review_copies.analysis.syntax import code_of, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
@@ -52,6 +56,21 @@ class DataMutationHidesFromAutograd(Rule):
     recipes = ("silent-grad",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Aligner(nn.Module):
+                def __init__(self, dim: int):
+                    super().__init__()
+                    self.query_proj, self.key_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
+                def forward(self, queries, keys, mask):
+                    logp = torch.cdist(self.query_proj(queries), self.key_proj(keys)).unsqueeze(1)
+                    logp.data.masked_fill_(~mask.bool().unsqueeze(2), -float("inf"))
+                    return logp.softmax(dim=3)
+            """,
+            "cdist's backward divides by its output: where it holds -inf the gradient is 0, as after an out-of-place fill (NaturalSpeech 2's aligner)",
+        ),
         Valid(
             """
             import torch
@@ -147,6 +166,8 @@ class DataMutationHidesFromAutograd(Rule):
             saved = saved_before(flow, write)
             if saved is None or not reaches_a_backward(flow, saved):
                 continue  # (a graph dropped unused is never backpropagated)
+            if saved.op.strip("`.()") in api.DIVIDES_BY_OUTPUT and _infinite_fill(write):
+                continue  # `d.data.masked_fill_(m, -inf)` of cdist's output: backward divides by it, 0 where masked, as an out-of-place fill
             message = (
                 f"`{short_code(write.stmt or write.node)}` changes through `.data` a tensor autograd saved at line {saved.line} for the "
                 f"gradient of {saved.op}. `.data` bypasses the version check, so backward runs on the modified values and the "
@@ -155,3 +176,17 @@ class DataMutationHidesFromAutograd(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing was saved for a backward
             yield Hit(write.node, message)
+
+
+_INFINITY = re.compile(r"^-?(float\(\s*['\"]-?inf['\"]\s*\)|(math|np|numpy|torch)\.inf)$")
+
+
+def _infinite_fill(write: Write) -> bool:
+    """`x.data.masked_fill_(mask, -float("inf"))`, `x.data.fill_(math.inf)`: every value
+    written is infinite."""
+    call = write.node
+    if write.op not in (".masked_fill_()", ".fill_()") or not isinstance(call, cst.Call) or not call.args:
+        return False
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "value"), call.args[-1].value)
+    return bool(_INFINITY.match("".join(code_of(value).split())))
+
