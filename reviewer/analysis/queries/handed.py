@@ -1,7 +1,8 @@
 """Which classes a module a function calls was built from: a local bound to `Cls(...)`,
 or a parameter every caller in the file fills with one (followed a few calls up). Rules
 ask the repository index what such a class does (RC321: a class whose constructor turns
-grad off for all its parameters)."""
+grad off for all its parameters). And whether every caller hands over a module it froze
+itself (`.requires_grad_(False)`, or a deep copy of such a module)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,6 @@ def _own_assignments(fn: cst.FunctionDef, name: str) -> list[cst.Assign]:
 
     fn.visit(Find())
     return [] if other else found
-
 
 
 def frozen_handed(file: ParsedFile, scope: Scope | None, arg: str, depth: int = 3) -> bool:
