@@ -6,7 +6,7 @@ import pytest
 
 from review_copies.review import fixes
 from review_copies.review.engine import example_job, review_file
-from review_copies.rules import Invalid, Rule, all_rules
+from review_copies.rules import Invalid, Rule, all_rules, rule_by_code
 
 CASES = [
     pytest.param(rule, kind, i, case, id=f"{rule.code}-{kind}-{i}")
@@ -20,6 +20,13 @@ def _findings(rule: type[Rule], source: str, base: str | None = None):
     result = review_file(example_job("example.py", source, base, (rule.code,)))
     assert not result.notes, result.notes
     return result.findings
+
+
+def _lines(code: str, source: str) -> list[int]:
+    """The lines the rule `code` reports in `source`, in order."""
+    rule = rule_by_code(code)
+    assert rule is not None, code
+    return [f.line for f in _findings(rule, source)]
 
 
 @pytest.mark.parametrize(("rule", "kind", "index", "case"), CASES)
@@ -257,8 +264,7 @@ def test_a_fill_of_part_of_an_argument_edits_the_callers_values() -> None:
         "    ids[:, :n].fill_(pad)\n"
         "    return ids.ne(pad).sum()\n"
     )
-    rule = next(r for r in all_rules() if r.code == "RC102")
-    assert [f.line for f in _findings(rule, source)] == [3]
+    assert _lines("RC102", source) == [3]
 
 
 def test_an_ema_generator_its_caller_thaws_by_name_stays_reported() -> None:
@@ -275,8 +281,7 @@ def test_an_ema_generator_its_caller_thaws_by_name_stays_reported() -> None:
         "    G_ema.requires_grad_()\n"
         "    save_samples(G_ema, z)\n"
     )
-    rule = next(r for r in all_rules() if r.code == "RC321")
-    assert [f.line for f in _findings(rule, source)] == [4]
+    assert _lines("RC321", source) == [4]
 
 
 def test_the_state_dicts_of_two_unwrapped_models_are_two_modules() -> None:
@@ -309,9 +314,8 @@ def test_the_state_dicts_of_two_unwrapped_models_are_two_modules() -> None:
         "            best_state = unwrap_model(model).state_dict()\n"
         "    return best_state\n"
     )
-    rule = next(r for r in all_rules() if r.code == "RC151")
-    assert _findings(rule, ema) == []
-    assert [f.line for f in _findings(rule, best)] == [14]
+    assert _lines("RC151", ema) == []
+    assert _lines("RC151", best) == [14]
 
 
 def test_a_numpy_round_trip_of_the_written_argument_handed_back_is_mutate_and_return() -> None:
@@ -332,5 +336,4 @@ def test_a_numpy_round_trip_of_the_written_argument_handed_back_is_mutate_and_re
         "    arr = np.array(arr[:, ::-1])\n"
         "    return torch.from_numpy(arr)\n"
     )
-    rule = next(r for r in all_rules() if r.code == "RC102")
-    assert [f.line for f in _findings(rule, source)] == [10]
+    assert _lines("RC102", source) == [10]

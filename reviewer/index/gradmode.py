@@ -36,6 +36,8 @@ def grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
     block up to a statement that sets the mode again (deeplab-pytorch's `main`, which turns
     grad off before it loads the model and infers)."""
     spans = []
+    # The statement lists: the given one, and every body and else-arm inside it.
+    blocks = [[n for n in nodes if isinstance(n, ast.stmt)]] if all(isinstance(n, ast.stmt) for n in nodes) else []
     for node in (n for top in nodes for n in ast.walk(top)):
         off = (
             any(turns_grad_off(item.context_expr) for item in node.items)
@@ -44,10 +46,14 @@ def grad_off_spans(nodes: list[ast.AST]) -> list[tuple[int, int]]:
         )
         if off:
             spans.append((node.lineno, node.end_lineno or node.lineno))
-    modes = [span for block in _blocks(nodes) for span in _set_modes(block)]
-    on = [(s, e) for s, e, off in modes if not off]
-    for start, end, off in modes:
-        if off:
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and block and all(isinstance(s, ast.stmt) for s in block):
+                blocks.append(block)
+    modes = [span for block in blocks for span in _set_modes(block)]
+    on = [(s, e) for s, e, turned_off in modes if not turned_off]
+    for start, end, turned_off in modes:
+        if turned_off:
             spans.extend(_minus(start, end, on))
     return spans
 
@@ -61,17 +67,6 @@ def _minus(start: int, end: int, holes: list[tuple[int, int]]) -> Iterator[tuple
         start = max(start, e + 1)
     if start <= end:
         yield start, end
-
-
-def _blocks(nodes: list[ast.AST]) -> Iterator[list[ast.stmt]]:
-    """The statement lists: the given one, and every body and else-arm inside it."""
-    if all(isinstance(n, ast.stmt) for n in nodes):
-        yield [n for n in nodes if isinstance(n, ast.stmt)]
-    for node in (n for top in nodes for n in ast.walk(top)):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and all(isinstance(s, ast.stmt) for s in block) and not isinstance(node, ast.Module):
-                yield block
 
 
 def _set_modes(block: list[ast.stmt]) -> Iterator[tuple[int, int, bool]]:
