@@ -1678,3 +1678,79 @@ def test_the_index_knows_a_call_after_set_grad_enabled_false_runs_without_autogr
     )
     off = {call["line"]: call["off"] for call in file_facts(text)["calls"] if call["callee"] == "infer"}
     assert off == {4: True, 7: False, 9: False}
+
+
+ANCHORS = """
+import numpy as np
+
+
+class Anchors{base}:
+    def __init__(self, strides=(8, 16, 32)):
+        self.strides = np.array(strides, dtype=np.float32)
+
+    def __call__(self, sizes):
+        return [np.zeros((h * w, 4), dtype=np.float32) + s for (h, w), s in zip(sizes, self.strides)]
+"""
+
+ANCHOR_LOSS = """
+import torch
+from torch import nn
+from anchors import Anchors
+
+
+class DetectionLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.anchors = Anchors()
+
+    def forward(self, preds, sizes):
+        one_image_anchors = self.anchors(sizes)
+        anchors = torch.cat([torch.tensor(a).view(-1, a.shape[-1]) for a in one_image_anchors], dim=0)
+        return (preds - anchors).abs().mean()
+"""
+
+
+def test_a_helper_object_held_by_a_module_is_called_for_its_arrays_not_run_as_a_submodule(repo: Repo, tmp_path: Path) -> None:
+    # SimpleAICV's losses call `self.anchors(sizes)` in an nn.Module: the index knows the
+    # anchor generator derives from `object` alone and returns NumPy arrays, so
+    # `torch.tensor(a)` copies an array, not a tensor. Were it a module, the copy is RC301's.
+    repo.write("anchors.py", ANCHORS.format(base=""))
+    repo.write("loss.py", ANCHOR_LOSS)
+    repo.commit("anchors as NumPy arrays")
+    assert _whole_file(repo, tmp_path, "loss.py") == []
+    repo.write("anchors.py", "import torch\n" + ANCHORS.format(base="(torch.nn.Module)"))
+    repo.commit("the anchor generator becomes a module")
+    assert _whole_file(repo, tmp_path, "loss.py") == [("RC301", 13)]
+
+
+PERTURB = """
+import torch
+
+
+def normalize(tensor, mean=0.5, std=0.5):
+    tensor.sub_(mean).div_(std)
+    return tensor
+
+
+def evaluate(model, loader, steps):
+    for data in loader:
+        norm_data = normalize(data.clone())
+        pred = model(norm_data)
+        for i in range(steps):
+            perturbed = data.reshape(data.shape[0], -1).clone()
+            perturbed = perturbed.reshape(data.shape)
+            norm_perturbed = normalize(perturbed)
+            print(pred, model(norm_perturbed))
+    {tail}
+"""
+
+
+def test_callers_that_pass_a_clone_or_a_local_they_drop_do_not_see_the_write(repo: Repo, tmp_path: Path) -> None:
+    # Transformer-Explainability's `normalize` works in place; one caller hands it
+    # `data.clone()`, the other a perturbed copy it never reads again.
+    repo.write("perturb.py", PERTURB.format(tail="return pred"))
+    repo.commit("perturbation test")
+    assert _whole_file(repo, tmp_path, "perturb.py") == []
+    repo.write("perturb.py", PERTURB.format(tail="return pred, perturbed.mean()"))
+    repo.commit("report the last perturbed input too")
+    assert _whole_file(repo, tmp_path, "perturb.py") == [("RC102", 5)]

@@ -272,6 +272,8 @@ def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = froz
         inner = arg.args[0] if arg.args and not isinstance(arg.args[0], ast.Starred) else None
     if inner is None:
         return None
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr == "clone" and not arg.args:
+        return ""  # `x.clone()`: a copy no one else holds (a dict's `.copy()` still shares its tensors)
     below = _passed(inner, None, masks)
     if below == "":
         return ""

@@ -97,12 +97,18 @@ def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[st
             continue
         if u.index < event.index and _written_by(flow, u):
             continue  # the target of another write, not a read of the values
+        if _assigned_items(flow, u):
+            continue  # `arr[0] = v` stores through the name and reads none of its values
         out.append(u)
     return out
 
 
 def _written_by(flow: FunctionFlow, use: Use) -> bool:
     return any(isinstance(w, Write) and w.line == use.line and name_of(w.target_node) == use.name for w in flow.events)
+
+
+def _assigned_items(flow: FunctionFlow, use: Use) -> bool:
+    return any(isinstance(w, Write) and w.op == "[...] =" and w.target_node is use.node for w in flow.events)
 
 
 def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:

@@ -249,7 +249,7 @@ def _views() -> frozenset[str]:
 # Ops whose results are indices, counts or masks: integer or bool tensors, never attached.
 INDEX_OPS = frozenset(
     "argmax argmin argsort nonzero bincount searchsorted bucketize count_nonzero eq ne lt le gt ge "
-    "isnan isinf isfinite isclose logical_and logical_or logical_not logical_xor equal".split()
+    "isnan isinf isfinite isclose logical_and logical_or logical_not logical_xor equal one_hot".split()
 )
 
 # torchvision transforms whose output is a tensor, whatever image, array or tensor they get.

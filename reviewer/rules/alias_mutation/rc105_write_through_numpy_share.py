@@ -68,6 +68,18 @@ class WriteThroughNumpyShare(WriteThroughAlias):
             """,
             "torch.tensor copies the array",
         ),
+        Valid(
+            """
+            import torch
+            def shifted(x: torch.Tensor) -> torch.Tensor:
+                y = x + 1.0
+                host = y.detach().numpy()
+                y.add_(2.0)
+                host[0] = 99.0
+                return y * 2.0
+            """,
+            "after the write `host` is only stored into, never read: no stale values are seen (TorchLens' test modules)",
+        ),
     )
     INVALID = (
         Invalid(

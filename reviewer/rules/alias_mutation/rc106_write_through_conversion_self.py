@@ -111,6 +111,18 @@ class WriteThroughConversionSelf(WriteThroughAlias):
         Valid(
             """
             import torch
+            import torch.nn.functional as F
+            def route(indices: torch.Tensor, keep: torch.Tensor, n: int):
+                one_hot = F.one_hot(indices, n)
+                mask = one_hot.float()
+                mask *= keep.float().unsqueeze(-1)
+                return mask, one_hot.sum(dim=-2)
+            """,
+            "one_hot returns int64: .float() copies",
+        ),
+        Valid(
+            """
+            import torch
             def fill_table(freqs: torch.Tensor, dim: int, steps: torch.Tensor) -> None:
                 freqs = freqs.flatten(0, -2)
                 l_half = freqs[:, : dim // 2]

@@ -15,6 +15,7 @@ from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import call_method_name, code_of, is_name
 from review_copies.analysis.values import Tri, Value
 from review_copies.index.arrays import callers_pass_arrays
+from review_copies.index.classes import plain_class
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
@@ -369,6 +370,8 @@ class CopyConstructFromTensor(Rule):
             arg_node, value = source
             if _callers_pass_arrays(flow, arg_node, value):
                 continue  # annotated `torch.Tensor`, but every caller hands it a NumPy array
+            if _output_of_a_plain_object(flow, value):
+                continue  # `self.anchors(sizes)` in a module: a helper object's arrays, not a submodule's output
             what = f"`{code_of(arg_node)}`"
             grad_note = ""
             if value.grad is Tri.YES:
@@ -412,6 +415,51 @@ def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: Val
     position = position_of(scope, name)
     signature = signature_of(scope.node, scope.takes_self)
     return bool(flow.file.once(("callers pass arrays", scope.qualname, name), lambda: callers_pass_arrays(flow.index, scope.name, position, name, signature)))
+
+
+def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:
+    """The value is only taken for a tensor because an `nn.Module` method calls `self.x(...)`
+    as if `self.x` were a submodule, while every assignment to `self.x` in the class builds
+    an instance of a repository class that derives from `object` alone (an anchor generator
+    whose `__call__` returns NumPy arrays)."""
+    cls = flow.scope.class_node if flow.scope is not None else None
+    index = flow.index
+    if cls is None or index is None:
+        return False
+    for event in flow.of(Call):
+        func = event.call.func
+        if event.method is not None or not event.result.roots & value.roots or not isinstance(func, cst.Attribute) or not is_name(func.value, "self"):
+            continue
+        built = _classes_assigned(cls, func.attr.value)
+        if built and all(flow.file.once(("plain class", name), lambda name=name: plain_class(index, name)) for name in built):
+            return True
+    return False
+
+
+def _classes_assigned(cls: cst.ClassDef, attr: str) -> set[str] | None:
+    """The classes whose instances the class's methods assign to `self.<attr>`, by their
+    plain names; None when one assignment is anything but such a call."""
+    names: set[str] = set()
+    for node in _walk(cls):
+        if not isinstance(node, cst.Assign) or not any(_is_self_attr(t.target, attr) for t in node.targets):
+            continue
+        if not isinstance(node.value, cst.Call):
+            return None
+        name = code_of(node.value.func).rsplit(".", 1)[-1]
+        if not name[:1].isupper():
+            return None
+        names.add(name)
+    return names or None
+
+
+def _is_self_attr(node: cst.BaseExpression, attr: str) -> bool:
+    return isinstance(node, cst.Attribute) and is_name(node.value, "self") and node.attr.value == attr
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:

@@ -9,6 +9,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import clean_args
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, last, short_code
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -57,6 +58,15 @@ class InplaceModuleAfterSavingModule(Rule):
                 return nn.Sequential(nn.Linear(d, d), nn.BatchNorm1d(d), nn.ReLU(inplace=True))
             """
         ),
+        Valid(
+            """
+            from mmcv.cnn import ConvModule
+            from torch import nn
+            def stem(c: int):
+                # ConvModule's inplace=True is its own activation's, run on the conv's output.
+                return nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=True), ConvModule(c, c, 3, padding=1, inplace=True))
+            """
+        ),
     )
     INVALID = (
         Invalid(
@@ -80,7 +90,9 @@ class InplaceModuleAfterSavingModule(Rule):
                 continue
             layers = [a.value for a in event.call.args if a.keyword is None and not a.star]
             for before, layer in itertools.pairwise(layers):
-                if _module_name(flow, before) in _SAVES_OUTPUT_MODULES and _inplace_arg(layer) is not None:
+                # Only a torch.nn layer known to run in place on its input: elsewhere (mmcv's
+                # `ConvModule(..., inplace=True)`) the flag is the layer's own activation's.
+                if _module_name(flow, before) in _SAVES_OUTPUT_MODULES and _module_name(flow, layer) in api.INPLACE_MODULES and _inplace_arg(layer) is not None:
                     message = (
                         f"`{short_code(layer)}` overwrites in place the output of `{short_code(before)}`, which autograd saved to "
                         "compute that layer's gradient; in training, backward() raises \"modified by an inplace operation\". "
