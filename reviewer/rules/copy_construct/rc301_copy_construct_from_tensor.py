@@ -441,9 +441,10 @@ def _classes_assigned(cls: cst.ClassDef, attr: str) -> set[str] | None:
     plain names; None when one assignment is anything but such a call."""
     names: set[str] = set()
     for node in _walk(cls):
-        if not isinstance(node, cst.Assign) or not any(_is_self_attr(t.target, attr) for t in node.targets):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target] if isinstance(node, (cst.AnnAssign, cst.AugAssign)) else []
+        if not any(_is_self_attr(t, attr) for t in targets):
             continue
-        if not isinstance(node.value, cst.Call):
+        if not isinstance(node, cst.Assign | cst.AnnAssign) or not isinstance(node.value, cst.Call):
             return None
         name = code_of(node.value.func).rsplit(".", 1)[-1]
         if not name[:1].isupper():
