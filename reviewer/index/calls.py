@@ -68,11 +68,17 @@ def derives(index: CallIndex, bases: list[str], cls: str, seen: frozenset[str] =
             return True
         if base in seen:
             continue
-        for path in index.paths_mentioning(f"class {base}"):
-            found = (index.facts(path) or {}).get("classes", {}).get(base)
-            if found is not None and derives(index, found.get("bases", []), cls, seen | {base}):
-                return True
+        if any(derives(index, found.get("bases", []), cls, seen | {base}) for found in class_definitions(index, base)):
+            return True
     return False
+
+
+def class_definitions(index: CallIndex, name: str) -> Iterator[dict[str, Any]]:
+    """The facts of each class the repository defines under `name`, one per file."""
+    for path in index.paths_mentioning(f"class {name}"):
+        found = (index.facts(path) or {}).get("classes", {}).get(name)
+        if found is not None:
+            yield found
 
 
 def reading_again(

@@ -4,7 +4,7 @@ its `__call__`, not a forward pass that returns a tensor."""
 
 from __future__ import annotations
 
-from review_copies.index.calls import CallIndex
+from review_copies.index.calls import CallIndex, class_definitions
 
 
 def plain_class(index: CallIndex, name: str, seen: frozenset[str] = frozenset()) -> bool:
@@ -12,10 +12,7 @@ def plain_class(index: CallIndex, name: str, seen: frozenset[str] = frozenset())
     defines, from `object` alone. False when it defines none, or one of them has a base it
     does not define (`nn.Module`, a library's class): then the index cannot tell."""
     found = False
-    for path in index.paths_mentioning(f"class {name}"):
-        cls = (index.facts(path) or {}).get("classes", {}).get(name)
-        if cls is None:
-            continue
+    for cls in class_definitions(index, name):
         found = True
         for base in cls.get("bases", []):
             short = base.rsplit(".", 1)[-1]

@@ -87,6 +87,8 @@ def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[st
     nothing in the loop binds `name` anew: otherwise the next iteration reads a new value.
     """
     rebound_in = {loop for e in flow.events if isinstance(e, Bind) and e.name == name for loop in e.loops}
+    # `arr[0] = v` stores through the name and reads none of its values.
+    item_stores = {id(w.target_node) for w in flow.of(Write) if w.op == "[...] ="}
     out = []
     for u in flow.after(event):
         if not (isinstance(u, Use) and u.name == name and u.value.roots & roots) or u.node is getattr(event, "target_node", None):
@@ -97,18 +99,14 @@ def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[st
             continue
         if u.index < event.index and _written_by(flow, u):
             continue  # the target of another write, not a read of the values
-        if _assigned_items(flow, u):
-            continue  # `arr[0] = v` stores through the name and reads none of its values
+        if id(u.node) in item_stores:
+            continue
         out.append(u)
     return out
 
 
 def _written_by(flow: FunctionFlow, use: Use) -> bool:
     return any(isinstance(w, Write) and w.line == use.line and name_of(w.target_node) == use.name for w in flow.events)
-
-
-def _assigned_items(flow: FunctionFlow, use: Use) -> bool:
-    return any(isinstance(w, Write) and w.op == "[...] =" and w.target_node is use.node for w in flow.events)
 
 
 def writes_to(flow: FunctionFlow, roots: frozenset[str]) -> Iterator[Write]:
