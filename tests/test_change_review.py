@@ -1754,3 +1754,35 @@ def test_callers_that_pass_a_clone_or_a_local_they_drop_do_not_see_the_write(rep
     repo.write("perturb.py", PERTURB.format(tail="return pred, perturbed.mean()"))
     repo.commit("report the last perturbed input too")
     assert _whole_file(repo, tmp_path, "perturb.py") == [("RC102", 5)]
+
+
+STAIN = """
+import numpy as np
+import torch
+
+
+def stain_vectors(paths):
+    found = []
+    for p in paths:
+        patches = np.expand_dims(np.load(p) / 255.0, 0)
+
+        def rgb_to_od(image: np.ndarray) -> np.ndarray:
+            image[image == 0] = 1
+            return np.maximum(-np.log(image), 1e-5)
+
+        {call}
+        found.append(torch.from_numpy(od))
+    return found
+"""
+
+
+def test_a_new_numpy_array_handed_to_a_nested_helper_is_no_one_elses(repo: Repo, tmp_path: Path) -> None:
+    # The explain-and-adapt library's stain estimation: the helper writes into its argument,
+    # but its one call passes `np.stack(...)`, an array no one else holds. A name the
+    # caller keeps and reads again is another matter.
+    repo.write("stain.py", STAIN.format(call="od = rgb_to_od(np.stack(patches).reshape(-1, 3))"))
+    repo.commit("stain estimation")
+    assert _whole_file(repo, tmp_path, "stain.py") == []
+    repo.write("stain.py", STAIN.format(call="flat = np.stack(patches).reshape(-1, 3)\n        od = rgb_to_od(flat)\n        od = od - flat.mean()"))
+    repo.commit("centre the optical density")
+    assert _whole_file(repo, tmp_path, "stain.py") == [("RC102", 11)]

@@ -282,6 +282,15 @@ def annotation_kind(cx: Context, ann: cst.BaseExpression) -> Kind:
     return Kind.UNKNOWN
 
 
+def annotation_arms(annotation: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`Union[A, B]`, `Optional[A]`, `A | B`: each type named; anything else is its own arm."""
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return [*annotation_arms(annotation.left), *annotation_arms(annotation.right)]
+    if isinstance(annotation, cst.Subscript) and last(dotted(annotation.value)) in ("Union", "Optional"):
+        return [a for el in annotation.slice if isinstance(el.slice, cst.Index) for a in annotation_arms(el.slice.value)]
+    return [annotation]
+
+
 # Packages whose classes are never tensors, arrays or modules of torch's.
 _OTHER_LIBRARIES = ("scipy.", "pandas.", "networkx.", "PIL.")
 

@@ -11,20 +11,43 @@ from review_copies.index.calls import Admits, CallIndex, calls_passing
 
 # NumPy functions whose result is an array.
 _NUMPY_ARRAYS = frozenset("array asarray ascontiguousarray zeros ones empty full zeros_like ones_like empty_like full_like stack concatenate load arange linspace eye copy".split())
+# Those whose array is always a new one (`np.asarray(a)` may be `a` itself).
+_NEW_ARRAYS = _NUMPY_ARRAYS - {"asarray", "ascontiguousarray"}
 
 
-def annotated_arrays(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[frozenset[str], frozenset[str]]:
-    """The parameters annotated as a NumPy array (`x: np.ndarray`), and those annotated as a
-    list or sequence of them (`w2c_list: List[np.ndarray]`)."""
+def a_new_array(expr: ast.expr) -> bool:
+    """`np.stack(patches)`, `np.zeros(n)`: a NumPy array no one else holds."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Name) and expr.func.value.id in ("np", "numpy") and expr.func.attr in _NEW_ARRAYS
+
+
+# What a function's signature and its file say are NumPy arrays: its parameters annotated
+# `np.ndarray`, those annotated a list or sequence of them, and the file's module-level
+# functions annotated to return one.
+Annotated = tuple[frozenset[str], frozenset[str], frozenset[str]]
+NOTHING_ANNOTATED: Annotated = (frozenset(), frozenset(), frozenset())
+
+_ARRAY = r"(np|numpy)\.ndarray"
+
+
+def annotated_arrays(fn: ast.FunctionDef | ast.AsyncFunctionDef, returning: frozenset[str] = frozenset()) -> Annotated:
+    """The parameters annotated as a NumPy array (`x: np.ndarray`), those annotated as a
+    list or sequence of them (`w2c_list: List[np.ndarray]`), and `returning`."""
     arrays, lists = set(), set()
     a = fn.args
     for p in (*a.posonlyargs, *a.args, *a.kwonlyargs):
         text = ast.unparse(p.annotation) if p.annotation is not None else ""
-        if re.fullmatch(r"(np|numpy)\.ndarray", text):
+        if re.fullmatch(_ARRAY, text):
             arrays.add(p.arg)
-        elif re.fullmatch(r"(typing\.)?(List|list|Sequence|Tuple|tuple)\[(np|numpy)\.ndarray(, \.\.\.)?\]", text):
+        elif re.fullmatch(rf"(typing\.)?(List|list|Sequence|Tuple|tuple)\[{_ARRAY}(, \.\.\.)?\]", text):
             lists.add(p.arg)
-    return frozenset(arrays), frozenset(lists)
+    return frozenset(arrays), frozenset(lists), returning
+
+
+def array_functions(tree: ast.Module) -> frozenset[str]:
+    """The module-level functions annotated to return a NumPy array (`def grid(n) -> np.ndarray`)."""
+    return frozenset(
+        n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None and re.fullmatch(_ARRAY, ast.unparse(n.returns))
+    )
 
 
 def record_binding(node: ast.AST, binds: dict[str, list[ast.expr]]) -> None:
@@ -40,10 +63,12 @@ def record_binding(node: ast.AST, binds: dict[str, list[ast.expr]]) -> None:
                 binds.setdefault(n.id, []).append(ast.Constant(value=None))
 
 
-def an_array(expr: ast.expr, binds: dict[str, list[ast.expr]], annotated: tuple[frozenset[str], frozenset[str]], depth: int = 0) -> bool:
+def an_array(expr: ast.expr, binds: dict[str, list[ast.expr]], annotated: Annotated, depth: int = 0) -> bool:
     """Is what a call passes surely a NumPy array: `t.cpu().numpy()`, `np.stack(...)`, a
-    parameter annotated `np.ndarray`, an item of one annotated `List[np.ndarray]`, or a name
-    bound only so?"""
+    parameter annotated `np.ndarray`, an item of one annotated `List[np.ndarray]`, what a
+    function of the file annotated `-> np.ndarray` returns, or a name bound only so?"""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        return expr.func.id in annotated[2]
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
         if expr.func.attr == "numpy" and not expr.args:
             return True

@@ -12,7 +12,7 @@ from typing import Any
 
 from review_copies.analysis.parse import OTHER_FRAMEWORKS
 from review_copies.analysis.semantics import api
-from review_copies.index.arrays import an_array, annotated_arrays, record_binding
+from review_copies.index.arrays import NOTHING_ANNOTATED, Annotated, a_new_array, an_array, annotated_arrays, array_functions, record_binding
 from review_copies.index.frozen import freezes_parameters
 from review_copies.index.gradmode import grad_off, grad_off_spans
 from review_copies.index.graphless import returns_no_graph
@@ -247,8 +247,8 @@ def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = frozenset()) -> str | None:
-    """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, and what a
-    method or an index makes of one), which no one else holds, or for the place the call's
+    """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, `np.stack(xs)`,
+    and what a method or an index makes of one), which no one else holds, or for the place the call's
     result is stored into (`into`, the code of `out["hm"]` in `out["hm"] = f(out["hm"])`),
     which no one reads the old value through again; None for anything that may be shared
     (an attribute, a call that may return a view of something else). A view, a conversion
@@ -260,7 +260,7 @@ def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = froz
         return ""
     if isinstance(arg, ast.Name):
         return arg.id
-    if isinstance(arg, (ast.BinOp, ast.UnaryOp)):
+    if isinstance(arg, (ast.BinOp, ast.UnaryOp)) or a_new_array(arg):
         return ""
     if isinstance(arg, ast.Subscript) and isinstance(arg.slice, ast.Name) and arg.slice.id in masks:
         return ""
@@ -361,7 +361,7 @@ def _calls(
     owner: tuple[str, str] = ("", "module"),
     off: bool = False,
     modules: frozenset[str] = frozenset(),
-    annotated: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+    annotated: Annotated = NOTHING_ANNOTATED,
     cls: list[str] | None = None,
 ) -> list[Facts]:
     """The calls in one function's body (or the module's own statements), each with the
@@ -541,6 +541,7 @@ def file_facts(text: str) -> Facts:
     calls: list[Facts] = []
     script: list[ast.AST] = []  # the module's own statements: a script's calls count too
     modules = frozenset(a.asname or a.name.partition(".")[0] for n in imports if isinstance(n, ast.Import) for a in n.names)
+    returning = array_functions(tree)
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -549,11 +550,11 @@ def file_facts(text: str) -> Facts:
             bases = [_callee(b) for b in node.bases if _callee(b)]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen, "bases": bases}
             for m in defs:
-                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), grad_off(m), modules, annotated_arrays(m), [node.name, *bases]))
+                calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), grad_off(m), modules, annotated_arrays(m, returning), [node.name, *bases]))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions[node.name] = function_facts(node)
-            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), grad_off(node), modules, annotated_arrays(node)))
+            calls.extend(_calls(node.body, set(_params(node)), (node.name, "function"), grad_off(node), modules, annotated_arrays(node, returning)))
         else:
             script.append(node)
-    calls.extend(_calls(script, set(), modules=modules))
+    calls.extend(_calls(script, set(), modules=modules, annotated=(frozenset(), frozenset(), returning)))
     return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree), "nn_names": _torch_nn_names(tree)}

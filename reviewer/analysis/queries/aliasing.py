@@ -230,8 +230,14 @@ def _whole(expr: cst.BaseExpression) -> int | None:
 _LAYOUT = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda", "layout"))
 
 
+# In-place methods that replace every value of their receiver without reading one.
+_OVERWRITES = frozenset(("fill_", "zero_", "copy_", "normal_", "uniform_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_", "log_normal_"))
+
+
 def reads_layout_only(use: Use) -> bool:
-    """`x.shape`, `x.size(0)`, `x.dtype`, `len(x)`: a read that no write of the values can change."""
+    """`x.shape`, `x.size(0)`, `x.dtype`, `len(x)`, `isinstance(x, torch.Tensor)`: a read that
+    no write of the values can change. Also `x.fill_(v)` or `x.copy_(y)`: the name is the
+    target of a write that replaces every value, and reads none of them."""
     stmt = use.stmt
     if stmt is None:
         return False
@@ -244,7 +250,12 @@ def reads_layout_only(use: Use) -> bool:
 
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal found
-            found = found or (isinstance(node.func, cst.Name) and node.func.value == "len" and len(node.args) == 1 and node.args[0].value is use.node)
+            func = node.func
+            if isinstance(func, cst.Name):
+                looks = (func.value == "len" and len(node.args) == 1) or (func.value in ("isinstance", "type", "id") and bool(node.args))
+                found = found or (looks and node.args[0].value is use.node)
+            elif isinstance(func, cst.Attribute):
+                found = found or (func.value is use.node and func.attr.value in _OVERWRITES)
 
     stmt.visit(Find())
     return found

@@ -18,7 +18,7 @@ from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.later import assigned_names, read_later
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import signature_of
-from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, name_nodes, names_in
+from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, is_name, name_nodes, names_in
 
 
 def returns_argument(flow: FunctionFlow, arg: str) -> bool:
@@ -36,10 +36,15 @@ def returns_argument(flow: FunctionFlow, arg: str) -> bool:
         # back on the path that wrote it (not from an arm the write is not on).
         node = e.value_node
         nodes = [el.value for el in node.elements] if isinstance(node, cst.Tuple) else [node]
-        handed = any(isinstance(n, cst.Name) and n.value == arg and own in v.roots and not v.via for n, v in zip(nodes, values))
+        # `return x.view_as(x)` / `return x.reshape(n, -1)`: all of the argument's memory, reshaped.
+        handed = any(((isinstance(n, cst.Name) and n.value == arg and not v.via) or _reshaped(n, arg)) and own in v.roots for n, v in zip(nodes, values))
         if handed and any(isinstance(w, Write) and own in w.target.roots and w.index < e.index and not w.exclusive_with(e) for w in flow.events):
             return True
     return False
+
+
+def _reshaped(node: cst.BaseExpression, arg: str) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and is_name(node.func.value, arg) and node.func.attr.value in ("view", "view_as", "reshape", "flatten")
 
 
 def position_of(scope: Scope, arg: str) -> int | None:

@@ -16,6 +16,7 @@ from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last
 from review_copies.analysis.queries.autograd import saved_before
 from review_copies.analysis.queries.callers import caller_keeps_argument, position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, gathered_per_call, optimizer_method, reset_before_use, sets_its_data, state_like, write_only
+from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
 from review_copies.analysis.values import Kind, Value
@@ -45,6 +46,8 @@ class WriteThroughAlias(Rule):
         for write in flow.of(Write):
             if deliberate_write(write) or write.op == "out=" or saved_before(flow, write) is not None:
                 continue  # (out= writes into a chosen buffer on purpose; a saved tensor is RC201's)
+            if write.op.strip(".()") in api.SHAPE_ONLY_INPLACE:
+                continue  # `y.resize_(shape)` changes only `y`'s shape or storage: a view of its memory keeps its values
             for pair in alias_pairs(flow, write):
                 if pair.holder in flow.params:
                     continue  # the caller's tensor: RC102

@@ -6,6 +6,166 @@ from review_copies.analysis.queries.aliasing import AliasPair
 from review_copies.rules.alias_mutation.helpers import WriteThroughAlias, read_lines, write_text
 from review_copies.rules.base import Invalid, Valid
 
+_VALID = (
+    Valid(
+        """
+        import numpy as np
+        import torch
+        from numpy.fft import irfft, rfftfreq
+        def powerlaw_noise(exponent: float, samples: int, fmin: float = 0.0):
+            f = rfftfreq(samples)
+            s_scale = f
+            ix = np.sum(s_scale < fmin)
+            if ix and ix < len(s_scale):
+                s_scale[:ix] = s_scale[ix]
+            s_scale = s_scale ** (-exponent / 2.0)
+            size = len(f)
+            sr = np.random.normal(scale=s_scale, size=size)
+            return torch.from_numpy(irfft(sr, n=samples))
+        """,
+        "`f` is read again only for its length, which writing its values does not change (spikingjelly's colored noise)",
+    ),
+    Valid(
+        """
+        import torch
+        def softmax_w_top(similarity: torch.Tensor, top_k: int) -> torch.Tensor:
+            values, indices = torch.topk(similarity, k=top_k, dim=1)
+            x_exp = values.exp_()
+            x_exp /= torch.sum(x_exp, dim=1, keepdim=True)
+            return torch.zeros_like(similarity).scatter_(1, indices, x_exp)
+        """,
+        "`topk` returns two new tensors: the values written are not the indices read (XMem's memory readout in ProPainter)",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        class FlowAugmentor:
+            def spatial_transform(self, img1, img2):
+                ht, wd = img1.shape[:2]
+                min_scale = np.maximum(8 / float(ht), 8 / float(wd))
+                scale = 2 ** np.random.uniform(self.min_scale, self.max_scale)
+                scale_x = scale
+                scale_y = scale
+                if np.random.rand() < self.stretch_prob:
+                    scale_x *= 2 ** np.random.uniform(-self.max_stretch, self.max_stretch)
+                    scale_y *= 2 ** np.random.uniform(-self.max_stretch, self.max_stretch)
+                scale_x = np.clip(scale_x, min_scale, None)
+                scale_y = np.clip(scale_y, min_scale, None)
+                return scale_x, scale_y
+        """,
+        "one draw of `np.random.uniform` is a float: `*=` rebinds it (RAFT's augmentor in ProPainter)",
+    ),
+    Valid(
+        """
+        import torch
+        def gather(shards, shape, dims: int):
+            out = torch.empty(shape)
+            for offsets, sizes, t in shards:
+                view = out
+                for d in range(dims):
+                    view = view.narrow(d, offsets[d], sizes[d])
+                view.copy_(t)
+            return out
+        """,
+        "each shard is written through a view narrowed from the buffer: filling `out` is the point",
+    ),
+    Valid(
+        """
+        import torch
+        def padded(src: torch.Tensor, size: int) -> torch.Tensor:
+            if src.numel() >= size:
+                return src
+            out = torch.zeros(size, dtype=src.dtype, device=src.device)
+            head = torch.narrow(out, 0, 0, src.numel())
+            head.data.copy_(src.data)
+            return out
+        """,
+        "a new buffer filled through a view of it: `out` was never meant to be a copy of anything",
+    ),
+    Valid(
+        """
+        import torch
+        def f():
+            a = torch.zeros(3)
+            b = a.clone()
+            b += 1
+            return a, b
+        """,
+        "b is a copy",
+    ),
+    Valid(
+        """
+        import torch
+        def f():
+            a = torch.zeros(3)
+            b = a
+            b += 1
+            return b
+        """,
+        "a is never read again",
+    ),
+    Valid(
+        """
+        import torch
+        def f():
+            a = torch.zeros(3)
+            a = a + 1
+            b = a
+            return a, b
+        """,
+        "no in-place write",
+    ),
+    Valid(
+        """
+        import torch
+        def f(x: torch.Tensor, t: torch.Tensor, skip: bool):
+            out = torch.zeros(3)
+            if skip:
+                out = x
+            else:
+                out = x.add_(t)
+            return out
+        """,
+        "the alias and the write sit in different arms of one `if`: no run sees both",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class MultiCondEmbedder(nn.Module):
+            def forward(self, batch, key="cls"):
+                out = batch
+                islist = isinstance(batch[key], list)
+                if islist:
+                    batch[key] = batch[key][0]
+                c_out = self.embed(batch[key])
+                out[key] = [c_out] if islist else c_out
+                return out
+        """,
+        "`batch` is a dict of conditions (its item may be a list): `out = batch` aliases a mapping, not a tensor",
+    ),
+    Valid(
+        """
+        import torch
+        def sync_k(module, k_low_new: float, k_high_new: float) -> None:
+            k_low_buf = getattr(module, "k_low_buf", None)
+            k_high_buf = getattr(module, "k_high_buf", None)
+            k_legacy_buf = getattr(module, "k_buf", None)
+            if not (isinstance(k_low_buf, torch.Tensor) and isinstance(k_high_buf, torch.Tensor)):
+                if not isinstance(k_legacy_buf, torch.Tensor):
+                    return
+                k_low_buf = k_legacy_buf
+                k_high_buf = k_legacy_buf
+            if abs(k_low_new - float(k_low_buf.item())) > 1e-12:
+                k_low_buf.fill_(k_low_new)
+                if isinstance(k_high_buf, torch.Tensor):
+                    k_high_buf.fill_(k_high_new)
+        """,
+        "after the write `k_high_buf` is only type-checked and then filled whole: no read sees the value `k_low_buf` wrote (ENN-PyTorch)",
+    ),
+)
+
 
 class WriteThroughPlainAlias(WriteThroughAlias):
     """
@@ -51,146 +211,8 @@ class WriteThroughPlainAlias(WriteThroughAlias):
     prefilter = ("=",)
     VIAS = frozenset(("",))
 
-    VALID = (
-        Valid(
-            """
-            import numpy as np
-            import torch
-            from numpy.fft import irfft, rfftfreq
-            def powerlaw_noise(exponent: float, samples: int, fmin: float = 0.0):
-                f = rfftfreq(samples)
-                s_scale = f
-                ix = np.sum(s_scale < fmin)
-                if ix and ix < len(s_scale):
-                    s_scale[:ix] = s_scale[ix]
-                s_scale = s_scale ** (-exponent / 2.0)
-                size = len(f)
-                sr = np.random.normal(scale=s_scale, size=size)
-                return torch.from_numpy(irfft(sr, n=samples))
-            """,
-            "`f` is read again only for its length, which writing its values does not change (spikingjelly's colored noise)",
-        ),
-        Valid(
-            """
-            import torch
-            def softmax_w_top(similarity: torch.Tensor, top_k: int) -> torch.Tensor:
-                values, indices = torch.topk(similarity, k=top_k, dim=1)
-                x_exp = values.exp_()
-                x_exp /= torch.sum(x_exp, dim=1, keepdim=True)
-                return torch.zeros_like(similarity).scatter_(1, indices, x_exp)
-            """,
-            "`topk` returns two new tensors: the values written are not the indices read (XMem's memory readout in ProPainter)",
-        ),
-        Valid(
-            """
-            import numpy as np
-            import torch
-            class FlowAugmentor:
-                def spatial_transform(self, img1, img2):
-                    ht, wd = img1.shape[:2]
-                    min_scale = np.maximum(8 / float(ht), 8 / float(wd))
-                    scale = 2 ** np.random.uniform(self.min_scale, self.max_scale)
-                    scale_x = scale
-                    scale_y = scale
-                    if np.random.rand() < self.stretch_prob:
-                        scale_x *= 2 ** np.random.uniform(-self.max_stretch, self.max_stretch)
-                        scale_y *= 2 ** np.random.uniform(-self.max_stretch, self.max_stretch)
-                    scale_x = np.clip(scale_x, min_scale, None)
-                    scale_y = np.clip(scale_y, min_scale, None)
-                    return scale_x, scale_y
-            """,
-            "one draw of `np.random.uniform` is a float: `*=` rebinds it (RAFT's augmentor in ProPainter)",
-        ),
-        Valid(
-            """
-            import torch
-            def gather(shards, shape, dims: int):
-                out = torch.empty(shape)
-                for offsets, sizes, t in shards:
-                    view = out
-                    for d in range(dims):
-                        view = view.narrow(d, offsets[d], sizes[d])
-                    view.copy_(t)
-                return out
-            """,
-            "each shard is written through a view narrowed from the buffer: filling `out` is the point",
-        ),
-        Valid(
-            """
-            import torch
-            def padded(src: torch.Tensor, size: int) -> torch.Tensor:
-                if src.numel() >= size:
-                    return src
-                out = torch.zeros(size, dtype=src.dtype, device=src.device)
-                head = torch.narrow(out, 0, 0, src.numel())
-                head.data.copy_(src.data)
-                return out
-            """,
-            "a new buffer filled through a view of it: `out` was never meant to be a copy of anything",
-        ),
-        Valid(
-            """
-            import torch
-            def f():
-                a = torch.zeros(3)
-                b = a.clone()
-                b += 1
-                return a, b
-            """,
-            "b is a copy",
-        ),
-        Valid(
-            """
-            import torch
-            def f():
-                a = torch.zeros(3)
-                b = a
-                b += 1
-                return b
-            """,
-            "a is never read again",
-        ),
-        Valid(
-            """
-            import torch
-            def f():
-                a = torch.zeros(3)
-                a = a + 1
-                b = a
-                return a, b
-            """,
-            "no in-place write",
-        ),
-        Valid(
-            """
-            import torch
-            def f(x: torch.Tensor, t: torch.Tensor, skip: bool):
-                out = torch.zeros(3)
-                if skip:
-                    out = x
-                else:
-                    out = x.add_(t)
-                return out
-            """,
-            "the alias and the write sit in different arms of one `if`: no run sees both",
-        ),
-        Valid(
-            """
-            import torch
-            from torch import nn
-            class MultiCondEmbedder(nn.Module):
-                def forward(self, batch, key="cls"):
-                    out = batch
-                    islist = isinstance(batch[key], list)
-                    if islist:
-                        batch[key] = batch[key][0]
-                    c_out = self.embed(batch[key])
-                    out[key] = [c_out] if islist else c_out
-                    return out
-            """,
-            "`batch` is a dict of conditions (its item may be a list): `out = batch` aliases a mapping, not a tensor",
-        ),
-    )
+    VALID = _VALID
+
     INVALID = (
         Invalid(
             """

@@ -316,6 +316,16 @@ _VALID = (
         """,
         "`propagate` gathers `x_j` afresh for every call of `message` (`x.index_select(0, ...)`): the layer's own tensor (GraphMVP)",
     ),
+    Valid(
+        """
+        import torch
+        def improve_coverage(pattern: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+            flat = pattern.view(-1)
+            flat[torch.topk(reference.flatten(), 4).indices] = True
+            return pattern.view_as(pattern)
+        """,
+        "it hands back the argument it wrote, reshaped: mutate-and-return, as `return pattern` is (dilated-attention-pytorch)",
+    ),
 )
 
 

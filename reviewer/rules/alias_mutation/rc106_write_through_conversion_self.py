@@ -180,6 +180,24 @@ class WriteThroughConversionSelf(WriteThroughAlias):
             """,
             "an XLA device is never the CPU: moving a CPU tensor there always copies",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Scaler(nn.Module):
+                def __init__(self, n: int):
+                    super().__init__()
+                    self.register_buffer("y_std", torch.ones(1, n))
+                def flatten_stats(self) -> torch.Tensor:
+                    std_flat = self.y_std.reshape(-1)
+                    with torch.no_grad():
+                        if self.y_std.shape != std_flat.shape:
+                            self.y_std.resize_(std_flat.shape)
+                        self.y_std.copy_(std_flat)
+                    return self.y_std
+            """,
+            "`resize_` changes only the buffer's shape: the view `std_flat` keeps its values (ENN-PyTorch)",
+        ),
     )
     INVALID = (
         Invalid(

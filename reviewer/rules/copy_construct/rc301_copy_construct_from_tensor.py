@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.parameters import annotation_arms
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
@@ -220,6 +221,51 @@ _VALID = (
         """,
         "a dataset's `.data` is whatever the dataset keeps there: CIFAR10's is a NumPy array",
     ),
+    Valid(
+        """
+        from typing import List, Union
+        import torch
+        class QuantileTensor:
+            def __init__(self, base: torch.Tensor, tau: torch.Tensor) -> None:
+                self.base, self.tau = base, tau
+            def quantiles(self, tau: Union[List[float], torch.Tensor]) -> "QuantileTensor":
+                new = []
+                for tau_i in tau:
+                    ind = min(int(torch.bucketize(tau_i, self.tau)), self.tau.numel() - 1)
+                    new.append(torch.select(self.base, 0, ind))
+                return QuantileTensor(torch.stack(new), torch.tensor(tau))
+        """,
+        "the annotation lets a list of floats in too: `tau.detach().clone()` would break it (pytorch_retrieve)",
+    ),
+    Valid(
+        """
+        import numpy as np
+        import torch
+        def frequency_grid(n: int) -> np.ndarray:
+            return np.linspace(0.0, 16000.0, n)
+        def transition(source_freqs: torch.Tensor) -> torch.Tensor:
+            return torch.tensor(source_freqs, dtype=torch.float32)
+        def stage(n: int) -> torch.Tensor:
+            return transition(frequency_grid(n))
+        """,
+        "the annotation says `torch.Tensor`, but the one caller passes what a function annotated `-> np.ndarray` returns (dualdiffusion)",
+    ),
+    Valid(
+        """
+        import torch
+        class BezierSampler(torch.nn.Module):
+            def __init__(self, order: int, points: int):
+                super().__init__()
+                self.order, self.points = order, points
+                self.bezier_coeff = self.make_coefficients()
+            def make_coefficients(self):
+                coeff = lambda ts: [[t ** k * (1 - t) ** (self.order - k) for k in range(self.order + 1)] for t in ts]
+                return coeff
+            def bernstein_matrix(self) -> torch.Tensor:
+                return torch.tensor(self.bezier_coeff(torch.linspace(0, 1, self.points)))
+        """,
+        "`self.bezier_coeff` is the lambda a method made, not a submodule: it returns lists (pytorch-auto-drive)",
+    ),
 )
 
 
@@ -370,6 +416,8 @@ class CopyConstructFromTensor(Rule):
             arg_node, value = source
             if _callers_pass_arrays(flow, arg_node, value):
                 continue  # annotated `torch.Tensor`, but every caller hands it a NumPy array
+            if _annotated_to_admit_others(flow, arg_node, value):
+                continue  # `tau: Union[List[float], torch.Tensor]`: for a list, `torch.tensor` is the call to make
             if _output_of_a_plain_object(flow, value):
                 continue  # `self.anchors(sizes)` in a module: a helper object's arrays, not a submodule's output
             what = f"`{code_of(arg_node)}`"
@@ -417,6 +465,23 @@ def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: Val
     return bool(flow.file.once(("callers pass arrays", scope.qualname, name), lambda: callers_pass_arrays(flow.index, scope.name, position, name, signature)))
 
 
+def _annotated_to_admit_others(flow: FunctionFlow, arg: cst.BaseExpression, value: Value) -> bool:
+    """The argument is the function's parameter as passed, and its annotation names a type
+    besides tensors and None (`Union[List[float], torch.Tensor]`, `np.ndarray | Tensor`):
+    the function is written for values `torch.tensor` must convert, and the fix would
+    break them."""
+    scope = flow.scope
+    if not isinstance(arg, cst.Name) or scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    if not any(roots.is_argument(r, arg.value) for r in value.roots):
+        return False
+    params = scope.node.params
+    param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == arg.value), None)
+    if param is None or param.annotation is None:
+        return False
+    return any(not (code_of(a).rsplit(".", 1)[-1].endswith("Tensor") or code_of(a) == "None") for a in annotation_arms(param.annotation.annotation))
+
+
 def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:
     """The value is only taken for a tensor because an `nn.Module` method calls `self.x(...)`
     as if `self.x` were a submodule, while every assignment to `self.x` in the class builds
@@ -431,26 +496,64 @@ def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:
         if event.method is not None or not event.result.roots & value.roots or not isinstance(func, cst.Attribute) or not is_name(func.value, "self"):
             continue
         built = _classes_assigned(cls, func.attr.value)
-        if built and all(flow.file.once(("plain class", name), lambda name=name: plain_class(index, name)) for name in built):
+        if built and all(name == _A_FUNCTION or flow.file.once(("plain class", name), lambda name=name: plain_class(index, name)) for name in built):
             return True
     return False
 
 
+# What `_classes_assigned` says of `self.f = lambda ...` or of a method's function.
+_A_FUNCTION = ""
+
+
 def _classes_assigned(cls: cst.ClassDef, attr: str) -> set[str] | None:
     """The classes whose instances the class's methods assign to `self.<attr>`, by their
-    plain names; None when one assignment is anything but such a call."""
+    plain names, or `_A_FUNCTION` for a lambda or what a method of the class that returns
+    only functions made (`self.bezier_coeff = self.get_bezier_coefficient()`); None when
+    one assignment is anything else."""
     names: set[str] = set()
     for node in _walk(cls):
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target] if isinstance(node, (cst.AnnAssign, cst.AugAssign)) else []
         if not any(_is_self_attr(t, attr) for t in targets):
             continue
-        if not isinstance(node, cst.Assign | cst.AnnAssign) or not isinstance(node.value, cst.Call):
+        value = node.value if isinstance(node, cst.Assign | cst.AnnAssign) else None
+        if isinstance(value, cst.Lambda):
+            names.add(_A_FUNCTION)
+            continue
+        if not isinstance(value, cst.Call):
             return None
-        name = code_of(node.value.func).rsplit(".", 1)[-1]
+        if isinstance(value.func, cst.Attribute) and is_name(value.func.value, "self") and _returns_functions(cls, value.func.attr.value):
+            names.add(_A_FUNCTION)
+            continue
+        name = code_of(value.func).rsplit(".", 1)[-1]
         if not name[:1].isupper():
             return None
         names.add(name)
     return names or None
+
+
+def _returns_functions(cls: cst.ClassDef, method: str) -> bool:
+    """Every `return` of the class's method hands back a lambda or a function it defines
+    (with `def`, or as a name bound to a lambda)."""
+    fn = next((m for m in cls.body.body if isinstance(m, cst.FunctionDef) and m.name.value == method), None)
+    if fn is None:
+        return False
+    inner: set[str] = set()
+    other: set[str] = set()  # names the method binds to anything but a lambda too
+    returned: list[cst.BaseExpression | None] = []
+    pending: list[cst.CSTNode] = [fn.body]
+    while pending:  # the method's own statements, not those of the functions it defines
+        node = pending.pop()
+        if isinstance(node, cst.FunctionDef):
+            inner.add(node.name.value)
+            continue
+        if isinstance(node, cst.Assign):
+            bound = {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+            (inner if isinstance(node.value, cst.Lambda) else other).update(bound)
+        if isinstance(node, cst.Return):
+            returned.append(node.value)
+        if not isinstance(node, cst.Lambda):
+            pending.extend(node.children)
+    return bool(returned) and all(isinstance(r, cst.Lambda) or (isinstance(r, cst.Name) and r.value in inner - other) for r in returned)
 
 
 def _is_self_attr(node: cst.BaseExpression, attr: str) -> bool:
