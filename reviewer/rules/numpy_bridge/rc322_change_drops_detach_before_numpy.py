@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from review_copies.analysis.events import FunctionFlow
+import libcst as cst
+
+from review_copies.analysis.change import Dropped
+from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.syntax import short_code
+from review_copies.analysis.values import Device, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -64,6 +68,26 @@ class ChangeDropsDetachBeforeNumpy(Rule):
                 return t.detach().cpu().clone().numpy()
             """,
         ),
+        Valid(
+            """
+            import pandas as pd
+            import torch
+            def build_table(g, res):
+                g, res = g.cpu().detach(), res.cpu().detach()
+                table = pd.DataFrame({"gt": list(g.flatten().numpy())})
+                table["predicted"] = res.argmax(dim=1).numpy()
+                return table
+            """,
+            "the change moved the guards up, onto both tensors at once (pytorch_medical_imaging)",
+            before="""
+            import pandas as pd
+            import torch
+            def build_table(g, res):
+                table = pd.DataFrame({"gt": list(g.flatten().cpu().detach().numpy())})
+                table["predicted"] = res.argmax(dim=1).cpu().detach().numpy()
+                return table
+            """,
+        ),
     )
     INVALID = (
         Invalid(
@@ -98,6 +122,8 @@ class ChangeDropsDetachBeforeNumpy(Rule):
             code = short_code(event.stmt)
             if not dropped or not any(c in dropped[0].before for c in _CONVERSIONS):
                 continue
+            if _guarded_before(flow, event.stmt, dropped):
+                continue  # `g, res = g.cpu().detach(), res.cpu().detach()` first: the guard moved up, it was not dropped
             reported.add(event.line)
             risks = []
             if any(d.what == ".detach()" for d in dropped):
@@ -110,3 +136,13 @@ class ChangeDropsDetachBeforeNumpy(Rule):
             )
             claims = frozenset(({"grad"} if "requires" in message else set()) | ({"gpu"} if "GPU" in message else set()))
             yield Hit(event.stmt, message, restore(event.stmt, dropped), claims=claims)
+
+
+def _guarded_before(flow: FunctionFlow, stmt: cst.CSTNode, dropped: list[Dropped]) -> bool:
+    """Every tensor the statement converts is, by the head's own flow, already detached
+    (and on the CPU) where the base version detached (moved) it in the statement."""
+    grad_off = any(d.what == ".detach()" for d in dropped)
+    on_cpu = any(d.what == ".cpu()" for d in dropped)
+    converted = [e.receiver for e in flow.of(Call) if e.stmt is stmt and e.method == "numpy" and e.receiver is not None]
+    converted += [e.args[0] for e in flow.of(Call) if e.stmt is stmt and e.args and e.is_any(("numpy.asarray", "numpy.array"))]
+    return bool(converted) and all((not grad_off or v.grad is Tri.NO) and (not on_cpu or v.device is Device.CPU) for v in converted)
