@@ -247,8 +247,8 @@ def _stub(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 
 def _passed(arg: ast.expr, into: str | None = None, masks: frozenset[str] = frozenset()) -> str | None:
-    """What a call passes: a name; "" for a new value of arithmetic (`x * 2`, `np.stack(xs)`,
-    and what a method or an index makes of one), which no one else holds, or for the place the call's
+    """What a call passes: a name; "" for a new value (`x * 2`, `np.stack(xs)`, and what a
+    method or an index makes of one), which no one else holds, or for the place the call's
     result is stored into (`into`, the code of `out["hm"]` in `out["hm"] = f(out["hm"])`),
     which no one reads the old value through again; None for anything that may be shared
     (an attribute, a call that may return a view of something else). A view, a conversion
