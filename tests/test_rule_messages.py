@@ -2294,3 +2294,33 @@ def test_a_copy_construct_of_a_detached_tensor_is_fixed_with_one_detach() -> Non
     assert finding.suggestion is not None
     assert "theta.detach().clone().requires_grad_(True)" in finding.suggestion.replacement
     assert "detach().detach()" not in finding.suggestion.replacement
+
+
+QUANTILES = """
+from typing import List, Optional, Union
+
+import torch
+
+
+class QuantileTensor:
+    def __init__(self, base: torch.Tensor, tau: torch.Tensor) -> None:
+        self.base, self.tau = base, tau
+
+    def quantiles(self, tau: {annotation}) -> "QuantileTensor":
+        new = []
+        for tau_i in tau:
+            ind = min(int(torch.bucketize(tau_i, self.tau)), self.tau.numel() - 1)
+            new.append(torch.select(self.base, 0, ind))
+        return QuantileTensor(torch.stack(new), torch.tensor(tau))
+"""
+
+
+def test_a_parameter_annotated_to_take_lists_too_is_left_to_torch_tensor() -> None:
+    # pytorch_retrieve's `quantiles(tau: Union[List[float], torch.Tensor])`: for a list,
+    # `torch.tensor(tau)` is the call to make, and `.detach().clone()` would raise.
+    assert _messages(QUANTILES.format(annotation="Union[List[float], torch.Tensor]"), "RC301") == []
+    assert _messages(QUANTILES.format(annotation="List[float] | torch.Tensor"), "RC301") == []
+    # A tensor, however it is spelled, is still copy-constructed.
+    for annotation in ("torch.Tensor", '"torch.Tensor"', "Optional[torch.Tensor]"):
+        [found] = _messages(QUANTILES.format(annotation=annotation), "RC301")
+        assert "on the tensor `tau`" in found, annotation

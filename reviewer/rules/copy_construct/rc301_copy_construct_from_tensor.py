@@ -479,7 +479,8 @@ def _annotated_to_admit_others(flow: FunctionFlow, arg: cst.BaseExpression, valu
     param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == arg.value), None)
     if param is None or param.annotation is None:
         return False
-    return any(not (code_of(a).rsplit(".", 1)[-1].endswith("Tensor") or code_of(a) == "None") for a in annotation_arms(param.annotation.annotation))
+    names = [code_of(a).strip("'\"") for a in annotation_arms(param.annotation.annotation)]
+    return any(not (n.rsplit(".", 1)[-1].endswith("Tensor") or n == "None") for n in names)
 
 
 def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:
