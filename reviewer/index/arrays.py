@@ -15,9 +15,15 @@ _NUMPY_ARRAYS = frozenset("array asarray ascontiguousarray zeros ones empty full
 _NEW_ARRAYS = _NUMPY_ARRAYS - {"asarray", "ascontiguousarray"}
 
 
+def _numpy_function(expr: ast.expr) -> str | None:
+    """`stack` of `np.stack(...)`: which NumPy function a call calls, if it calls one."""
+    func = expr.func if isinstance(expr, ast.Call) else None
+    return func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy") else None
+
+
 def a_new_array(expr: ast.expr) -> bool:
     """`np.stack(patches)`, `np.zeros(n)`: a NumPy array no one else holds."""
-    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and isinstance(expr.func.value, ast.Name) and expr.func.value.id in ("np", "numpy") and expr.func.attr in _NEW_ARRAYS
+    return _numpy_function(expr) in _NEW_ARRAYS
 
 
 # What a function's signature and its file say are NumPy arrays: its parameters annotated
@@ -72,7 +78,7 @@ def an_array(expr: ast.expr, binds: dict[str, list[ast.expr]], annotated: Annota
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
         if expr.func.attr == "numpy" and not expr.args:
             return True
-        return isinstance(expr.func.value, ast.Name) and expr.func.value.id in ("np", "numpy") and expr.func.attr in _NUMPY_ARRAYS
+        return _numpy_function(expr) in _NUMPY_ARRAYS
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name) and isinstance(expr.slice, (ast.Name, ast.Constant, ast.BinOp)):
         return expr.value.id in annotated[1]
     if isinstance(expr, ast.Name):
