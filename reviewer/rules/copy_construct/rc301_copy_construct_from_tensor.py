@@ -8,13 +8,16 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.guesses import UsageEvidence, usage_evidence
 from review_copies.analysis.parameters import annotation_arms
 from review_copies.analysis.queries.callers import position_of
+from review_copies.analysis.queries.members import A_FUNCTION, classes_assigned
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
+from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import call_method_name, code_of, is_name
-from review_copies.analysis.values import Tri, Value
+from review_copies.analysis.values import Kind, Tri, Value
 from review_copies.index.arrays import callers_pass_arrays
 from review_copies.index.classes import plain_class
 from review_copies.model.findings import Category, Severity
@@ -223,6 +226,20 @@ _VALID = (
     ),
     Valid(
         """
+        import weakref
+        import torch
+        class PointsSync:
+            def __init__(self, layer):
+                self._layer = weakref.ref(layer)
+            def points(self) -> torch.Tensor:
+                if (layer := self._layer()) is None:
+                    return torch.empty(0, 2)
+                return torch.tensor(layer.data).flip(dims=(1,))
+        """,
+        "nothing but the name says `layer.data` is a tensor: a napari layer keeps its points there as a NumPy array",
+    ),
+    Valid(
+        """
         from typing import List, Union
         import torch
         class QuantileTensor:
@@ -420,6 +437,8 @@ class CopyConstructFromTensor(Rule):
                 continue  # `tau: Union[List[float], torch.Tensor]`: for a list, `torch.tensor` is the call to make
             if _output_of_a_plain_object(flow, value):
                 continue  # `self.anchors(sizes)` in a module: a helper object's arrays, not a submodule's output
+            if _data_of_an_unknown_object(flow, arg_node):
+                continue  # `torch.tensor(layer.data)`: a napari layer's points, a dataset's array
             what = f"`{code_of(arg_node)}`"
             grad_note = ""
             if value.grad is Tri.YES:
@@ -483,6 +502,21 @@ def _annotated_to_admit_others(flow: FunctionFlow, arg: cst.BaseExpression, valu
     return any(not (n.rsplit(".", 1)[-1].endswith("Tensor") or n == "None") for n in names)
 
 
+def _data_of_an_unknown_object(flow: FunctionFlow, arg: cst.BaseExpression) -> bool:
+    """`x.data` or `x.grad` where nothing but the attribute's name says `x` is a tensor (no
+    `x.numpy()`, `x.size(-1)` in the function): napari layers, datasets, SciPy matrices and
+    simulators keep NumPy arrays under the same names, and for those `torch.tensor` is the
+    copy to make."""
+    if not (isinstance(arg, cst.Attribute) and arg.attr.value in ("data", "grad") and flow.value(arg.value).kind is Kind.UNKNOWN):
+        return False
+    name = code_of(arg.value)
+    evidence = usage_evidence(code_of(flow.scope.node)) if flow.scope is not None else UsageEvidence()
+    methods = evidence.methods.get(name, set())
+    attributes = evidence.attributes.get(name, set()) - {"data", "grad", "dtype"}
+    tensor_like = methods & api.TENSOR_ONLY_METHODS or attributes & api.TENSOR_ONLY_ATTRIBUTES or name in evidence.torch_style
+    return not tensor_like or bool(methods - api.tensor_methods())
+
+
 def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:
     """The value is only taken for a tensor because an `nn.Module` method calls `self.x(...)`
     as if `self.x` were a submodule, while every assignment to `self.x` in the class builds
@@ -496,75 +530,10 @@ def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:
         func = event.call.func
         if event.method is not None or not event.result.roots & value.roots or not isinstance(func, cst.Attribute) or not is_name(func.value, "self"):
             continue
-        built = _classes_assigned(cls, func.attr.value)
-        if built and all(name == _A_FUNCTION or flow.file.once(("plain class", name), lambda name=name: plain_class(index, name)) for name in built):
+        built = classes_assigned(cls, func.attr.value)
+        if built and all(name == A_FUNCTION or flow.file.once(("plain class", name), lambda name=name: plain_class(index, name)) for name in built):
             return True
     return False
-
-
-# What `_classes_assigned` says of `self.f = lambda ...` or of a method's function.
-_A_FUNCTION = ""
-
-
-def _classes_assigned(cls: cst.ClassDef, attr: str) -> set[str] | None:
-    """The classes whose instances the class's methods assign to `self.<attr>`, by their
-    plain names, or `_A_FUNCTION` for a lambda or what a method of the class that returns
-    only functions made (`self.bezier_coeff = self.get_bezier_coefficient()`); None when
-    one assignment is anything else."""
-    names: set[str] = set()
-    for node in _walk(cls):
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target] if isinstance(node, (cst.AnnAssign, cst.AugAssign)) else []
-        if not any(_is_self_attr(t, attr) for t in targets):
-            continue
-        value = node.value if isinstance(node, cst.Assign | cst.AnnAssign) else None
-        if isinstance(value, cst.Lambda):
-            names.add(_A_FUNCTION)
-            continue
-        if not isinstance(value, cst.Call):
-            return None
-        if isinstance(value.func, cst.Attribute) and is_name(value.func.value, "self") and _returns_functions(cls, value.func.attr.value):
-            names.add(_A_FUNCTION)
-            continue
-        name = code_of(value.func).rsplit(".", 1)[-1]
-        if not name[:1].isupper():
-            return None
-        names.add(name)
-    return names or None
-
-
-def _returns_functions(cls: cst.ClassDef, method: str) -> bool:
-    """Every `return` of the class's method hands back a lambda or a function it defines
-    (with `def`, or as a name bound to a lambda)."""
-    fn = next((m for m in cls.body.body if isinstance(m, cst.FunctionDef) and m.name.value == method), None)
-    if fn is None:
-        return False
-    inner: set[str] = set()
-    other: set[str] = set()  # names the method binds to anything but a lambda too
-    returned: list[cst.BaseExpression | None] = []
-    pending: list[cst.CSTNode] = [fn.body]
-    while pending:  # the method's own statements, not those of the functions it defines
-        node = pending.pop()
-        if isinstance(node, cst.FunctionDef):
-            inner.add(node.name.value)
-            continue
-        if isinstance(node, cst.Assign):
-            bound = {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
-            (inner if isinstance(node.value, cst.Lambda) else other).update(bound)
-        if isinstance(node, cst.Return):
-            returned.append(node.value)
-        if not isinstance(node, cst.Lambda):
-            pending.extend(node.children)
-    return bool(returned) and all(isinstance(r, cst.Lambda) or (isinstance(r, cst.Name) and r.value in inner - other) for r in returned)
-
-
-def _is_self_attr(node: cst.BaseExpression, attr: str) -> bool:
-    return isinstance(node, cst.Attribute) and is_name(node.value, "self") and node.attr.value == attr
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
 
 
 def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:

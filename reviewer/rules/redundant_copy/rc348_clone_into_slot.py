@@ -64,6 +64,21 @@ class CloneIntoSlot(Rule):
         Valid(
             """
             import torch
+            from torch import nn
+            class Ensemble(nn.Module):
+                def _default_forward(self, x):
+                    return x * 2, x * 3
+                def forward(self, x: torch.Tensor, perm: torch.Tensor):
+                    mean, logvar = self._default_forward(x[perm])
+                    mean = mean.view(x.shape[0], -1)
+                    mean[perm] = mean.clone()
+                    return mean, logvar
+            """,
+            "`mean[perm] = mean` raises (the written-to tensor overlaps its source): the clone is what makes it work",
+        ),
+        Valid(
+            """
+            import torch
             def f(obs: torch.Tensor):
                 history = []
                 history.append(obs.clone())
@@ -110,8 +125,9 @@ class CloneIntoSlot(Rule):
 
 
 def _same_stem(source: cst.BaseExpression, target: cst.BaseExpression) -> bool:
-    """Both sides are slices of tensors that go by one name (`queue`, `self.queue`): most
-    likely the same buffer, shifted into itself, where the copy keeps the overlap correct."""
+    """The source is the target itself, or both sides are slices of tensors that go by one name
+    (`queue`, `self.queue`): most likely the same buffer, moved within itself, where the copy
+    keeps the overlap correct."""
 
     def stem(expr: cst.BaseExpression) -> str:
         while isinstance(expr, (cst.Subscript, cst.Call)):
@@ -119,6 +135,10 @@ def _same_stem(source: cst.BaseExpression, target: cst.BaseExpression) -> bool:
         return dotted(expr).rpartition(".")[2]
 
     if not isinstance(source, cst.Subscript):
-        return False  # `self.obs[t] = obs.clone()`: a whole other tensor, not a shift within one
+        # `mean[perm] = mean.clone()`: the tensor permuted into itself, where index_put_ raises on
+        # the overlap without the copy; `self.obs[t] = obs.clone()` is a whole other tensor.
+        while isinstance(target, cst.Subscript):
+            target = target.value
+        return bool(dotted(source)) and dotted(source) == dotted(target)
     left, right = stem(source), stem(target)
     return bool(left) and left == right

@@ -116,12 +116,13 @@ def through(flow: FunctionFlow, write: Write, name: str) -> bool:
 def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[str], taken: Bind | None = None) -> Use | None:
     """The first read of `name` that sees the change. With `taken` (the snapshot's binding), a
     read earlier in the loop body than the change is reached only on the next iteration, and
-    when the snapshot is taken again at the top of every iteration before it, that read sees
-    the new snapshot (ai-toolkit's `module_dict = lora_module.state_dict()` per LoRA module)."""
+    when the snapshot is taken again at the top of every iteration before it, or in the arm
+    of the read just before it, that read sees the new snapshot (ai-toolkit's `module_dict =
+    lora_module.state_dict()` per LoRA module)."""
     rebound: list[Bind] = []
     retaken = taken is not None and taken_every_iteration(flow, taken)
     for event in flow.after(change):
-        if retaken and taken is not None and isinstance(event, Use) and event.name == name and taken.index < event.index < change.index:
+        if taken is not None and isinstance(event, Use) and event.name == name and taken.index < event.index < change.index and (retaken or _leads_to(taken, event)):
             continue
         if isinstance(event, Bind) and event.name == name and event.index > change.index and not event.exclusive_with(change):
             rebound.append(event)
@@ -130,6 +131,13 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
         if isinstance(event, Use) and event.name == name and (event.index > change.index or set(event.loops) & set(change.loops)) and not event.exclusive_with(change):
             return event  # (a read in the other arm of an `if` around the change never sees it)
     return None
+
+
+def _leads_to(taken: Bind, read: Use) -> bool:
+    """The snapshot is taken before the read in the same loop body and in the arm the read is in
+    (`else: model_dict = model.state_dict(); model_dict.update(...)`): a read reached again on
+    the next iteration passes the new snapshot first."""
+    return taken.loops == read.loops and set(taken.arms) <= set(read.arms)
 
 
 def written_through_entries(flow: FunctionFlow, name: str, change: Event) -> bool:
@@ -430,3 +438,23 @@ def never_read_again(flow: FunctionFlow, attr: str) -> bool:
     name = attr.removeprefix("self.")
     return flow.index is not None and name.isidentifier() and never_read(flow.index, name)
 
+
+def written_name(node: cst.BaseExpression) -> str:
+    """The name a write goes through under its items, `.data` and the in-place calls chained
+    before it: `states` of `states[k].data`, of `av[k].mul_(g)` (receiver of `.add_(...)`)."""
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and api.is_inplace_method(node.func.attr.value):
+            node = node.func.value
+        elif isinstance(node, (cst.Subscript, cst.Attribute)) and not (isinstance(node, cst.Attribute) and node.attr.value != "data"):
+            node = node.value
+        else:
+            return dotted(node)
+
+
+def an_iterator(flow: FunctionFlow, owner: str) -> bool:
+    """`next(owner)` somewhere in the function: the owner is an iterator (a data pipeline
+    whose state is its position), which no module or optimizer is."""
+    return any(
+        isinstance(e.call.func, cst.Name) and e.call.func.value == "next" and bool(e.call.args) and name_of(e.call.args[0].value) == owner
+        for e in flow.of(Call)
+    )

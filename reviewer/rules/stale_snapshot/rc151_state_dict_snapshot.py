@@ -5,17 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import libcst as cst
-
-from review_copies.analysis.events import Bind, Call, FunctionFlow, Use, Write
+from review_copies.analysis.events import Bind, FunctionFlow, Use, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
-from review_copies.analysis.queries.aliasing import name_of, on_every_path
-from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import dotted, short_code
+from review_copies.analysis.queries.aliasing import on_every_path
+from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.stale_snapshot.helpers import (
+    an_iterator,
     beside_a_written_handle,
     changes_after,
     deepcopy_fix,
@@ -27,6 +25,7 @@ from review_copies.rules.stale_snapshot.helpers import (
     remedy,
     replaced_on_first_pass,
     state_dict_refs,
+    written_name,
     written_through_elsewhere,
     written_through_entries,
 )
@@ -116,6 +115,20 @@ _VALID = (
                 lr_scheduler.step()
         """,
         "a learning-rate scheduler's `step()` changes the optimizer's rates, not the weights saved just before",
+    ),
+    Valid(
+        """
+        import torch
+        def finetune(model, optimizer, paths, batches):
+            for path in paths:
+                if path.endswith(".pt"):
+                    own = model.state_dict()
+                    own.update(torch.load(path))
+                    model.load_state_dict(own)
+                model(batches).sum().backward()
+                optimizer.step()
+        """,
+        "`own` is taken anew just before each read, in its arm: the next checkpoint's merge sees the new one, not the stepped one",
     ),
     Valid(
         """
@@ -529,11 +542,11 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
             yield Hit(bind.node, message, deepcopy_fix(flow, bind.expr) if value.kind is not Kind.DICT else None)
             continue
         owner = owner_of(bind.expr)
-        if owner and _an_iterator(flow, owner):
+        if owner and an_iterator(flow, owner):
             continue
         roots = value.element.roots if value.element is not None and value.element.roots else value.roots
         change = changes_after(flow, bind, roots, owner)
-        if change is None or (isinstance(change, Write) and _through(change.target_node) == bind.name) or written_through_entries(flow, bind.name, change):
+        if change is None or (isinstance(change, Write) and written_name(change.target_node) == bind.name) or written_through_entries(flow, bind.name, change):
             continue  # `states[k].data.copy_(v)`: written through the dict itself, the references are the point
         read = read_after(flow, bind.name, change, roots, bind)
         if read is None or not (bind.loops or SNAPSHOT_NAME.search(bind.name) or isinstance(change, Write)) or entry_replaced(flow, bind.name, change, read):
@@ -572,25 +585,3 @@ def _replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
     """Later in the same call, on every path on from the bind, the attribute is set again to
     such a copy: the references never outlive the call."""
     return any(bind.arms[: len(e.arms)] == e.arms for e in _later_copies(flow, bind))
-
-
-def _through(node: cst.BaseExpression) -> str:
-    """The name a write goes through under its items, `.data` and the in-place calls chained
-    before it: `states` of `states[k].data`, of `av[k].mul_(g)` (receiver of `.add_(...)`)."""
-    while True:
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and api.is_inplace_method(node.func.attr.value):
-            node = node.func.value
-        elif isinstance(node, (cst.Subscript, cst.Attribute)) and not (isinstance(node, cst.Attribute) and node.attr.value != "data"):
-            node = node.value
-        else:
-            return dotted(node)
-
-
-def _an_iterator(flow: FunctionFlow, owner: str) -> bool:
-    """`next(owner)` somewhere in the function: the owner is an iterator (a data pipeline
-    whose state is its position), which no module or optimizer is."""
-    return any(
-        isinstance(e.call.func, cst.Name) and e.call.func.value == "next" and bool(e.call.args) and name_of(e.call.args[0].value) == owner
-        for e in flow.of(Call)
-    )
-

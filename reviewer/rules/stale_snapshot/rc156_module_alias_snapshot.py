@@ -121,6 +121,27 @@ class ModuleAliasSnapshot(Rule):
         ),
         Valid(
             """
+            import torch
+            from torch import nn
+            class Autoencoder(nn.Module):
+                def __init__(self, d: int):
+                    super().__init__()
+                    self.encoder = nn.Linear(d, 2)
+            class Plotter:
+                def __init__(self, trained: nn.Module, path: str):
+                    self.trained, self.path = trained, path
+                def load(self, use_trained: bool):
+                    if use_trained:
+                        best_model = self.trained
+                    else:
+                        best_model = Autoencoder(4).to("cpu")
+                        best_model.load_state_dict(torch.load(self.path))
+                    self.best_model = best_model.eval()
+            """,
+            "the other arm builds the model anew from disk: taking the trained one as it is, is the choice the code makes",
+        ),
+        Valid(
+            """
             from torch import nn
             class Wrapper:
                 def __init__(self, model: nn.Module):
@@ -188,12 +209,25 @@ def _only_handed_on(flow: FunctionFlow, bind: Bind) -> bool:
 
 def _chosen_over_a_new_one(flow: FunctionFlow, bind: Bind) -> bool:
     """Another arm of the same `if` binds the name to a module it makes (`nn.Embedding(...)`,
-    `copy.deepcopy(src)`): the code decides between sharing and a separate module (weight
-    tying, a target network turned off), so the alias is meant."""
+    `copy.deepcopy(src)`, `Autoencoder(d).to(device)` of a class of the repository): the code
+    decides between sharing and a separate module (weight tying, a target network turned off,
+    a trained model or one loaded from disk), so the alias is meant."""
     return any(
-        other.name == bind.name and isinstance(other.expr, cst.Call) and other.value.kind is Kind.MODULE and other.exclusive_with(bind)
+        other.name == bind.name
+        and isinstance(other.expr, cst.Call)
+        and (other.value.kind is Kind.MODULE or _constructed(other.expr))
+        and other.exclusive_with(bind)
         for other in flow.of(Bind)
     )
+
+
+def _constructed(call: cst.Call) -> bool:
+    """`Name(...)`, perhaps moved on (`.to(device)`, `.cuda()`, `.eval()`): an instance of a
+    class made here, under a class's capitalised name."""
+    while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+        call = call.func.value
+    stem = name_of(call.func).rsplit(".", 1)[-1]
+    return stem[:1].isupper()
 
 
 def _a_cursor(flow: FunctionFlow, bind: Bind) -> bool:
