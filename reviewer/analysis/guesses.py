@@ -58,16 +58,23 @@ class UsageEvidence:
             return Kind.MODULE
         if "step" in methods and ("zero_grad" in methods or "param_groups" in attrs or OPTIMIZER_NAME.search(name)):
             return Kind.OPTIMIZER
-        tensor_like = methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style
-        # `accelerator.backward(loss)` beside `accelerator.wait_for_everyone()`: an object with
-        # a method of torch.Tensor's name and methods a tensor does not have is no tensor.
-        if tensor_like and not methods - _tensor_methods():
+        if self.used_as_tensor(name):
             return Kind.TENSOR
         if name in self.arrays:
             return Kind.NDARRAY
         if name in self.called and MODEL_NAME.search(name) and not methods & {"append", "items", "keys", "get"}:
             return Kind.MODULE
         return Kind.UNKNOWN
+
+    def used_as_tensor(self, name: str, ignoring: frozenset[str] = frozenset()) -> bool:
+        """Used as only a tensor is: a tensor-only method, attribute (besides `ignoring`) or
+        keyword (`x.numpy()`, `x.grad_fn`, `x.sum(dim=1)`). `accelerator.backward(loss)`
+        beside `accelerator.wait_for_everyone()`: an object with a method of torch.Tensor's
+        name and methods a tensor does not have is no tensor."""
+        methods = self.methods.get(name, set())
+        attrs = self.attributes.get(name, set()) - ignoring
+        tensor_like = methods & api.TENSOR_ONLY_METHODS or attrs & api.TENSOR_ONLY_ATTRIBUTES - {"dtype"} or name in self.torch_style
+        return bool(tensor_like) and not methods - _tensor_methods()
 
 
 @functools.cache

@@ -37,7 +37,7 @@ def classes_handed(file: ParsedFile, scope: Scope | None, arg: str, depth: int =
 def _built(file: ParsedFile, scope: Scope | None, value: cst.BaseExpression | None, depth: int) -> frozenset[str] | None:
     value = _module_itself(value)
     if isinstance(value, cst.Call):
-        cls = _class_called(value)
+        cls = class_built(value)
         return frozenset((cls,)) if cls else None
     if not isinstance(value, cst.Name) or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return None
@@ -57,7 +57,7 @@ def classes_bound(scope: Scope, name: str) -> frozenset[str] | None:
         bound = _module_itself(bind.value)
         if isinstance(bound, cst.Name) and bound.value == name:
             continue
-        cls = _class_called(bound) if isinstance(bound, cst.Call) else ""
+        cls = class_built(bound)
         if not cls:
             return None
         found.add(cls)
@@ -72,10 +72,13 @@ def _module_itself(value: cst.BaseExpression | None) -> cst.BaseExpression | Non
     return value
 
 
-def _class_called(call: cst.Call) -> str:
-    """`InceptionV3` of `InceptionV3(...)` or `fid.InceptionV3(...)`; "" for a call of
-    anything not named like a class."""
-    cls = dotted(call.func).rpartition(".")[2]
+def class_built(value: cst.BaseExpression | None) -> str:
+    """`InceptionV3` of `InceptionV3(...)`, `fid.InceptionV3(...)` or
+    `InceptionV3(...).cuda().eval()`; "" for anything not a call named like a class."""
+    value = _module_itself(value)
+    if not isinstance(value, cst.Call):
+        return ""
+    cls = dotted(value.func).rpartition(".")[2]
     return cls if cls[:1].isupper() else ""
 
 

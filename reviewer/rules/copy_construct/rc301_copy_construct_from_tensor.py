@@ -13,7 +13,6 @@ from review_copies.analysis.parameters import annotation_arms
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.members import A_FUNCTION, classes_assigned
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
-from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import call_method_name, code_of, is_name
@@ -509,12 +508,8 @@ def _data_of_an_unknown_object(flow: FunctionFlow, arg: cst.BaseExpression) -> b
     copy to make."""
     if not (isinstance(arg, cst.Attribute) and arg.attr.value in ("data", "grad") and flow.value(arg.value).kind is Kind.UNKNOWN):
         return False
-    name = code_of(arg.value)
     evidence = usage_evidence(code_of(flow.scope.node)) if flow.scope is not None else UsageEvidence()
-    methods = evidence.methods.get(name, set())
-    attributes = evidence.attributes.get(name, set()) - {"data", "grad", "dtype"}
-    tensor_like = methods & api.TENSOR_ONLY_METHODS or attributes & api.TENSOR_ONLY_ATTRIBUTES or name in evidence.torch_style
-    return not tensor_like or bool(methods - api.tensor_methods())
+    return not evidence.used_as_tensor(code_of(arg.value), ignoring=frozenset(("data", "grad")))
 
 
 def _output_of_a_plain_object(flow: FunctionFlow, value: Value) -> bool:

@@ -9,6 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Bind, Call, FunctionFlow, Use
 from review_copies.analysis.guesses import MODULE_COPY_NAME
 from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.handed import class_built
 from review_copies.analysis.rewrite import dotted_expr
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind
@@ -215,19 +216,12 @@ def _chosen_over_a_new_one(flow: FunctionFlow, bind: Bind) -> bool:
     return any(
         other.name == bind.name
         and isinstance(other.expr, cst.Call)
-        and (other.value.kind is Kind.MODULE or _constructed(other.expr))
+        and (other.value.kind is Kind.MODULE or bool(class_built(other.expr)))
         and other.exclusive_with(bind)
         for other in flow.of(Bind)
     )
 
 
-def _constructed(call: cst.Call) -> bool:
-    """`Name(...)`, perhaps moved on (`.to(device)`, `.cuda()`, `.eval()`): an instance of a
-    class made here, under a class's capitalised name."""
-    while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
-        call = call.func.value
-    stem = name_of(call.func).rsplit(".", 1)[-1]
-    return stem[:1].isupper()
 
 
 def _a_cursor(flow: FunctionFlow, bind: Bind) -> bool:
