@@ -77,6 +77,7 @@ class Context:
         self.flag_roots: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self.backward_names: frozenset[str] = frozenset()
         self.scalar_defaults: frozenset[str] = frozenset()
+        self.integer_params: frozenset[str] = frozenset()
         # What `@pytest.mark.parametrize` feeds each parameter it names.
         self.parametrized: dict[str, list[cst.BaseExpression]] = {}
         # The statement (and its line) being run: expressions take their line from it.

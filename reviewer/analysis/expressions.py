@@ -15,7 +15,7 @@ from review_copies.analysis.semantics import api, callables, functions, methods
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.semantics.modules import MODULE_METHODS
 from review_copies.analysis.syntax import code_of, dotted, item_key, opt_in_arm, short_code
-from review_copies.analysis.values import NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+from review_copies.analysis.values import INTEGER, NONE, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _BUFFER_NAMES = frozenset(("running_mean", "running_var", "num_batches_tracked"))
 _TENSOR_PROPERTIES = frozenset(("shape", "dtype", "device", "ndim", "requires_grad", "is_leaf", "grad_fn", "is_cuda", "layout"))
@@ -226,7 +226,8 @@ def _binary(cx: Context, node: cst.BinaryOperation) -> Value:
     if Kind.NDARRAY in (left.kind, right.kind):
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True)
     if left.kind is Kind.SCALAR and right.kind is Kind.SCALAR:
-        return SCALAR
+        whole = left.dtype == right.dtype == "int64" and isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo))
+        return INTEGER if whole else SCALAR
     if left.kind is Kind.LIST and right.kind is Kind.LIST:
         return Value(kind=Kind.LIST, element=(left.element or UNKNOWN).join(right.element or UNKNOWN), roots=cx.new_root(node, "list"), fresh=True)
     return UNKNOWN
@@ -427,7 +428,7 @@ _HANDLERS: dict[type, Callable[[Context, cst.BaseExpression], Value]] = {
     cst.SetComp: _comprehension,
     cst.GeneratorExp: _comprehension,
     cst.DictComp: _comprehension,
-    cst.Integer: lambda cx, node: SCALAR,
+    cst.Integer: lambda cx, node: INTEGER,
     cst.Float: lambda cx, node: SCALAR,
     cst.Imaginary: lambda cx, node: SCALAR,
     cst.SimpleString: _string,

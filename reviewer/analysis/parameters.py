@@ -40,6 +40,7 @@ def bind(cx: Context, fn: cst.FunctionDef) -> None:
         if isinstance(star, cst.Param):
             cx.state[star.name.value] = Value(kind=Kind.TUPLE if star is fn.params.star_arg else Kind.DICT, roots=frozenset((roots.argument(star.name.value),)))
     cx.scalar_defaults = frozenset(p.name.value for p in params if isinstance(p.default, (cst.Integer, cst.Float, cst.UnaryOperation)))
+    cx.integer_params = frozenset(p.name.value for p in params if _holds_an_int(p))
     cx.parametrized = parametrized(fn)
     for index, param in enumerate(params):
         name = param.name.value
@@ -299,3 +300,10 @@ def _union(kinds: list[Kind]) -> Kind:
     """Tensor | None is a tensor (when given); Tensor | list[int] is unknown."""
     real = {k for k in kinds if k is not Kind.NONE}
     return real.pop() if len(real) == 1 else Kind.UNKNOWN
+
+
+def _holds_an_int(param: cst.Param) -> bool:
+    """`n: int` or `n=8` (unannotated): a parameter that holds a Python int."""
+    if param.annotation is not None:
+        return isinstance(param.annotation.annotation, cst.Name) and param.annotation.annotation.value == "int"
+    return isinstance(param.default, cst.Integer)

@@ -172,4 +172,6 @@ def gpu_flag(*values: Value) -> str:
 UNKNOWN = Value()
 NONE = Value(kind=Kind.NONE, grad=Tri.NO)
 SCALAR = Value(kind=Kind.SCALAR, grad=Tri.NO)
+# A Python int: what `torch.arange(n)` needs to make int64 rather than float32.
+INTEGER = Value(kind=Kind.SCALAR, grad=Tri.NO, dtype="int64")
 OTHER = Value(kind=Kind.OTHER, grad=Tri.NO)

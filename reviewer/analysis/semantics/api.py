@@ -5,6 +5,7 @@ shared/notes/torch-sandbox.md for the measured semantics)."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -155,6 +156,10 @@ MODULE_CLASS_PREFIXES = ("torch.nn.", "nn.")
 # Libraries whose functions never return a tensor, though their objects may look like one
 # (a SciPy sparse matrix's `.data`, a DataFrame's `.values`). NumPy is modelled on its own.
 NON_TORCH_LIBRARIES = ("scipy.", "pandas.", "sklearn.", "networkx.")
+# transformers' text, image and audio preprocessors (`AutoTokenizer.from_pretrained(...)`,
+# `AutoProcessor(...)`): objects with a `__call__`, never modules, whose outputs are lists
+# unless asked for tensors.
+PREPROCESSOR_CLASS = re.compile(r"^transformers\.(?:\w+\.)*\w*(?:Tokenizer|TokenizerFast|Processor|FeatureExtractor)(?:\.from_pretrained)?$")
 # Their classes build dataset objects, not tensors: what `.data` holds differs by dataset
 # (torchvision's CIFAR10 keeps a NumPy array there, MNIST a tensor).
 DATASET_LIBRARIES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
-from review_copies.analysis.values import NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value, gpu_flag
+from review_copies.analysis.values import INTEGER, NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value, gpu_flag
 
 # How a value's origin begins when it is what another callable returned (a module call, the
 # step before in a pipeline): rules quote such an origin to say why a name is a tensor.
@@ -27,7 +27,7 @@ def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Va
     if callee.kind is Kind.MODULE or (callee.kind is Kind.UNKNOWN and dotted(func).startswith("self.") and cx.module_class):
         return call_module(cx, node, func, callee, args)
     if name in _SCALAR_BUILTINS and not (name == "abs" and first.kind is Kind.TENSOR):
-        return SCALAR if name != "print" else NONE
+        return NONE if name == "print" else INTEGER if name in ("len", "int") else SCALAR
     origin = f"`{short_code(node)}`"
     if name in ("list", "tuple", "sorted", "reversed") and args:
         element = first.element if first.element is not None else (first if first.kind is Kind.TENSOR else None)

@@ -23,7 +23,7 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
     first = args[0] if args else UNKNOWN
     origin = f"`{short_code(node)}`"
     if qual in api.FACTORIES:
-        return _factory(cx, node, qual, first, kwargs)
+        return _factory(cx, node, qual, args, kwargs)
     if qual in api.LEGACY_CONSTRUCTORS:
         if first.kind is Kind.TENSOR:
             return first.but(via="alias", fresh=False, leaf=False, origin=origin)
@@ -89,18 +89,38 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         if short in ("asarray", "asanyarray") and first.kind in (Kind.TENSOR, Kind.NDARRAY):
             return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=first.roots, certain=False, via="numpy", device=Device.CPU)
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), fresh=True) if short[:1].islower() else OTHER
-    if all(q.startswith(api.NON_TORCH_LIBRARIES) for q in quals):
+    if all(q.startswith(api.NON_TORCH_LIBRARIES) for q in quals) or any(api.PREPROCESSOR_CLASS.match(q) for q in quals):
         return OTHER
     if qual.startswith(api.DATASET_LIBRARIES) and short[:1].isupper():
         return OTHER
     return UNKNOWN
 
 
+# Factories whose result is int64 unless a dtype is given (`torch.arange` when its bounds are ints).
+_INTEGER_FACTORIES = frozenset(("randperm", "randint", "tril_indices", "triu_indices"))
 # Factories whose result always has a dimension.
 _VECTOR_FACTORIES = frozenset(("arange", "randperm", "linspace", "logspace", "tril_indices", "triu_indices"))
 
 
-def _factory(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[str, Value]) -> Value:
+def _whole_numbers(cx: Context, node: cst.Call, args: tuple[Value, ...], kwargs: dict[str, Value]) -> bool:
+    """`torch.arange(T)` with every bound a Python int (a literal, `len(...)`, `x.size(0)`, a
+    parameter annotated `int` or defaulting to one), which makes int64; a float bound makes
+    float32."""
+    given = [a for a in node.args if a.keyword is None]
+    if not given or len(given) != len(args) or any(a.star for a in node.args):
+        return False
+    bounds = [*zip(given, args), *((a, kwargs[a.keyword.value]) for a in node.args if a.keyword is not None and a.keyword.value in ("start", "end", "step"))]
+    for arg, value in bounds:
+        if value.kind is Kind.SCALAR and value.dtype == "int64":
+            continue
+        if isinstance(arg.value, cst.Name) and arg.value.value in cx.integer_params and value.roots == frozenset((roots.argument(arg.value.value),)):
+            continue
+        return False
+    return True
+
+
+def _factory(cx: Context, node: cst.Call, qual: str, args: tuple[Value, ...], kwargs: dict[str, Value]) -> Value:
+    first = args[0] if args else UNKNOWN
     requires = keyword_is(node, "requires_grad", "True")
     device = cx.device_of(kwargs["device"]) if "device" in kwargs else Device.CPU
     dtype_val = kwargs.get("dtype")
@@ -110,6 +130,8 @@ def _factory(cx: Context, node: cst.Call, qual: str, first: Value, kwargs: dict[
         dtype = dtype or first.dtype
     elif dtype is None and last(qual) in _FLOAT_FACTORIES:
         dtype = "float32"
+    elif dtype is None and (last(qual) in _INTEGER_FACTORIES or (last(qual) == "arange" and _whole_numbers(cx, node, args, kwargs))):
+        dtype = "int64"
     if qual == "torch.tensor" and first.kind is Kind.TENSOR:
         device = first.device if "device" not in kwargs else device
         dtype = dtype or first.dtype

@@ -11,12 +11,14 @@ from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.functions import pair_items, reduces_along_dim, saves_of
 from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, sliced_inside, transposed
-from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+from review_copies.analysis.values import INTEGER, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full"))
 # A copy into another layout or memory, or the tensor itself when it is there already
 # (`to_dense()` of a strided tensor, `pin_memory()` of a pinned one).
 _LAYOUT_CONVERSIONS = frozenset(("to_dense", "to_sparse", "pin_memory"))
+# What these return is a Python int (`x.size(0)`, `x.numel()`): `torch.arange` of it makes int64.
+_COUNTS = frozenset(("dim", "numel", "nelement", "ndimension", "element_size"))
 
 
 def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, args: tuple[Value, ...], kwargs: dict[str, Value], known: bool) -> Value:
@@ -66,7 +68,7 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if method == "numpy":
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, device=Device.CPU, roots=recv.roots, via="numpy", certain=not keyword_is(node, "force", "True"), origin=origin)
     if method in api.SCALAR_METHODS:
-        return SCALAR
+        return INTEGER if method in _COUNTS or (method == "size" and args) else SCALAR
     if method in _NEW_TENSORS:
         return cx.tensor(node, recv, grad=Tri.NO, origin=origin)
     if method in _LAYOUT_CONVERSIONS:
@@ -106,9 +108,9 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     elif method == "to":
         if keyword_is(node, "copy", "True"):
             return cx.tensor(node, recv, origin=origin).but(device=recv.device)
-        # `.to(y.dtype)`: spelled as a tensor's dtype, whatever the analysis knows of `y`.
+        # `.to(y.dtype)`, `.to(compute_dtype)`: spelled as a dtype, whatever the analysis knows of it.
         given = [a.value for a in node.args if a.keyword is None and not a.star]
-        keys = ["dtype" if isinstance(g, cst.Attribute) and g.attr.value == "dtype" else None for g in given]
+        keys = ["dtype" if _spelled_a_dtype(g) else None for g in given]
         for key, value in (*zip(keys, args), *((k, v) for k, v in kwargs.items() if k in ("device", "dtype", "other"))):
             if key == "dtype":
                 # (`dtype=int`, a name it cannot resolve: a dtype still, never a device)
@@ -139,7 +141,7 @@ def _conversion(cx: Context, node: cst.Call, recv: Value, method: str, args: tup
     if differs_device or differs_dtype:
         return cx.tensor(node, recv, origin=origin, grad=grad).but(device=device or Device.UNKNOWN, dtype=dtype, gpu_if=flag, vector=recv.vector)
     converted = recv.but(via=recv.via or "to", certain=same_device and same_dtype, fresh=False, device=device or Device.UNKNOWN, dtype=dtype, origin=origin, gpu_if=flag, vector=recv.vector)
-    return converted.but(grad=grad) if grad is not None else converted
+    return converted.but(grad=grad, vector=converted.vector) if grad is not None else converted
 
 
 _DIFFERENTIABLE_DTYPES = ("float", "bfloat", "complex", "half", "double")
@@ -159,3 +161,9 @@ def maybe_self(cx: Context, node: cst.Call, recv: Value, method: str, args: tupl
                 device = cx.device_of(value)
     via = "view" if method in api.VIEW_METHODS else "reshape" if method in api.MAYBE_VIEW_METHODS else "to"
     return recv.but(device=device, via=recv.via or via, certain=via == "view" and recv.certain, fresh=False, leaf=False, origin=f"`{short_code(node)}`")
+
+
+def _spelled_a_dtype(expr: cst.BaseExpression) -> bool:
+    """`y.dtype`, `dtype`, `absmax_dtype`, `self.compute_dtype`: a name that says dtype."""
+    name = expr.attr.value if isinstance(expr, cst.Attribute) else expr.value if isinstance(expr, cst.Name) else ""
+    return name == "dtype" or name.endswith("_dtype")

@@ -10,6 +10,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.guesses import UsageEvidence, usage_evidence
 from review_copies.analysis.parameters import annotation_arms
+from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.members import A_FUNCTION, classes_assigned
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
@@ -23,6 +24,34 @@ from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        def meta(dataset, fields, episode: torch.Tensor):
+            out = {}
+            for field in fields:
+                value = dataset.meta_buffer.data[field][episode.item()]
+                out[field] = torch.tensor(value)
+            return out
+        """,
+        "nothing says `dataset.meta_buffer` is a tensor: its `.data` is a memory-mapped replay buffer's arrays (pi-zero's meta buffer)",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn, tensor
+        from transformers import AutoProcessor
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+                self.action_tokenizer = AutoProcessor.from_pretrained("physical-intelligence/fast", trust_remote_code=True)
+            def forward(self, actions: torch.Tensor):
+                ids = self.action_tokenizer(actions)
+                return self.proj(actions), [tensor(i) for i in ids]
+        """,
+        "a transformers processor is not a module: it returns lists of token ids (pi-zero's discretized actions)",
+    ),
     Valid(
         """
         import scipy.sparse as sp
@@ -436,7 +465,7 @@ class CopyConstructFromTensor(Rule):
                 continue  # `tau: Union[List[float], torch.Tensor]`: for a list, `torch.tensor` is the call to make
             if _output_of_a_plain_object(flow, value):
                 continue  # `self.anchors(sizes)` in a module: a helper object's arrays, not a submodule's output
-            if _data_of_an_unknown_object(flow, arg_node):
+            if _data_of_an_unknown_object(flow, _bound_from(flow, event, arg_node)):
                 continue  # `torch.tensor(layer.data)`: a napari layer's points, a dataset's array
             what = f"`{code_of(arg_node)}`"
             grad_note = ""
@@ -499,6 +528,16 @@ def _annotated_to_admit_others(flow: FunctionFlow, arg: cst.BaseExpression, valu
         return False
     names = [code_of(a).strip("'\"") for a in annotation_arms(param.annotation.annotation)]
     return any(not (n.rsplit(".", 1)[-1].endswith("Tensor") or n == "None") for n in names)
+
+
+def _bound_from(flow: FunctionFlow, event: Call, arg: cst.BaseExpression) -> cst.BaseExpression:
+    """What `arg` was taken from, through its last binding and the subscripts taken
+    (`meta_data = buffer.data[field][i, j]` gives `buffer.data`)."""
+    bind = last_bind(flow, arg.value, event.index, event) if isinstance(arg, cst.Name) else None
+    arg = bind.expr if bind is not None and bind.expr is not None else arg
+    while isinstance(arg, cst.Subscript):
+        arg = arg.value
+    return arg
 
 
 def _data_of_an_unknown_object(flow: FunctionFlow, arg: cst.BaseExpression) -> bool:

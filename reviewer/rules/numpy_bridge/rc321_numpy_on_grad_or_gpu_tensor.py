@@ -14,10 +14,33 @@ from review_copies.analysis.rewrite import chain, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, receiver_of
 from review_copies.analysis.values import Device, Tri, Value
+from review_copies.index.classes import plain_class
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
 _VALID = (
+    Valid(
+        """
+        import pickle
+        import torch
+        class Client:
+            def __call__(self, **data):
+                return pickle.loads(self.sock.recv(1 << 20))
+        def act(model: Client, obs: torch.Tensor):
+            action = model(image=obs)
+            return action[0, :7].cpu().numpy()
+        """,
+        "`model: Client` is a plain class whose `__call__` unpickles a server's answer, not a module (Xiaomi Robotics' CALVIN client)",
+    ),
+    Valid(
+        """
+        import torch
+        def expert_bytes(stack: torch.Tensor, absmax_dtype) -> bytes:
+            t = stack.contiguous().cpu().to(absmax_dtype)
+            return t.view(torch.uint8).numpy().tobytes()
+        """,
+        "`.to(absmax_dtype)` converts the dtype: the tensor stays where `.cpu()` put it (experts4bit-qlora's test)",
+    ),
     Valid(
         """
         import torch
@@ -462,6 +485,8 @@ def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpr
             expr = expr.func.value  # `.squeeze(0)`, `.cpu()`, `.float()`: a graph passes through
         elif isinstance(expr, cst.Subscript):
             expr = expr.value  # `pred[:, :, 0, 0]`, `model(x)[0]`: so does indexing
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and _a_plain_object(flow, expr.func, use.index):
+            return value.but(grad=Tri.MAYBE)  # `model: Client`: a plain class's `__call__` (a socket client), not a forward pass
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and _frozen_module(flow, expr.func, use.index):
             return value.but(grad=Tri.MAYBE)  # its graph, if any, comes from its input
         elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
@@ -519,6 +544,12 @@ def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:
     if classes is None and flow.scope is not None:
         classes = classes_handed(flow.file, flow.scope, module.value) if module.value in flow.params else classes_bound(flow.scope, module.value)
     return bool(classes) and all(flow.index.builds_frozen(c) for c in classes)
+
+
+def _a_plain_object(flow: FunctionFlow, callee: cst.Name, before: int) -> bool:
+    """The callee is declared or built as a repository class that derives from `object` alone."""
+    cls, index = _class_of(flow, callee, before), flow.index
+    return bool(cls) and index is not None and bool(flow.file.once(("plain class", cls), lambda: plain_class(index, cls)))
 
 
 def _class_of(flow: FunctionFlow, receiver: cst.BaseExpression, before: int) -> str:

@@ -45,7 +45,9 @@ class CloneBeforeCopyingConversion(Rule):
 
     ## Known problems
     Where the dtype is not known, a dtype method is taken to change it; a tensor named for
-    ids or indices (`text_ids.clone().long()`) is taken to be integer already and left.
+    ids or indices (`text_ids.clone().long()`) is taken to be integer already and left, as
+    are `torch.arange` of ints (int64) and the weights of a torch.nn module the same function
+    built without a dtype (float32). A dtype known only to the callers is not followed.
     """
 
     code = "RC342"
@@ -81,6 +83,26 @@ class CloneBeforeCopyingConversion(Rule):
                 return ids
             """,
             "token ids are int64 already: `.long()` returns the clone, which is the one copy",
+        ),
+        Valid(
+            """
+            import torch
+            def timepoints(batch: int, steps: int) -> torch.Tensor:
+                return torch.arange(steps).expand(batch, steps).clone().long()
+            """,
+            "`torch.arange` of an int is int64 already: the clone is the one copy of the expanded view",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Quantizer(nn.Module):
+                def __init__(self, size: int, dim: int):
+                    super().__init__()
+                    self.codebook = nn.Embedding(size, dim)
+                    self.register_buffer("ema_weight", self.codebook.weight.data.clone().float())
+            """,
+            "an `nn.Embedding` just built has float32 weights: `.float()` returns the clone, the one copy (malaya-speech's VQ codebook)",
         ),
     )
     INVALID = (
@@ -194,6 +216,8 @@ class CloneBeforeCopyingConversion(Rule):
             elif name in api.DTYPE_METHODS and not event.call.args and torch_name and event.receiver.dtype != api.DTYPE_METHODS[name]:
                 if event.receiver.dtype is None and name in ("long", "int") and _named_integer(base):
                     continue  # `text_ids.clone().long()`: ids are integer already, and the clone is the one copy
+                if event.receiver.dtype is None and name == "float" and _float32_parameter(flow, base, event.line):
+                    continue  # `self.codebook.weight.data.clone().float()` of an `nn.Embedding` just built: float32 already
                 dtype = next(k for k, v in api.DTYPE_CONSTANTS.items() if v == api.DTYPE_METHODS[name] and k.endswith(api.DTYPE_METHODS[name]))
                 args = clean_args([cst.Arg(cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(dtype.split(".")[1]))), kwarg("copy", cst.Name("True"))])
             if args is None:
@@ -219,6 +243,42 @@ _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
 def _named_integer(base: cst.BaseExpression) -> bool:
     """A name or attribute (not a slice of one: `t[:, 1]` of a float table) named for ids."""
     return isinstance(base, (cst.Name, cst.Attribute)) and bool(INTEGER_NAME.search(dotted(base).split(".")[-1]))
+
+
+_MODULE_CONVERSIONS = frozenset(("half", "bfloat16", "double", "float", "to", "type", "to_empty"))
+
+
+def _float32_parameter(flow: FunctionFlow, base: cst.BaseExpression, line: int) -> bool:
+    """`self.codebook.weight.data` where this function built `self.codebook = nn.Embedding(n, d)`
+    before, with no dtype, and converts it nowhere: torch.nn makes float32 parameters (unless
+    the file changes the default dtype)."""
+    while isinstance(base, cst.Attribute) and base.attr.value == "data":
+        base = base.value
+    if not (isinstance(base, cst.Attribute) and base.attr.value in ("weight", "bias")) or flow.scope is None:
+        return False
+    owner = dotted(base.value)
+    if not owner or "set_default_dtype" in flow.file.text:
+        return False
+    built: list[tuple[int, cst.BaseExpression]] = []
+    converted = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(dotted(t.target) == owner for t in node.targets):
+                built.append((flow.file.line_of(node), node.value))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal converted
+            func = node.func
+            converted = converted or (isinstance(func, cst.Attribute) and dotted(func.value) == owner and func.attr.value in _MODULE_CONVERSIONS)
+
+    flow.scope.node.visit(Find())
+    if converted or len(built) != 1 or built[0][0] >= line or not isinstance(call := built[0][1], cst.Call):
+        return False
+    quals = flow.file.imports.resolve(dotted(call.func))
+    return bool(quals) and all(q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper() for q in quals) and not any(
+        a.keyword is not None and a.keyword.value == "dtype" for a in call.args
+    )
 
 
 def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:

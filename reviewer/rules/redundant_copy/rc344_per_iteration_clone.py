@@ -17,7 +17,23 @@ from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import clone_receiver
 
+# Container methods that keep what they are handed: a list, a set, a deque, a queue.
+_GROWING = frozenset(("append", "extend", "insert", "add", "appendleft", "put"))
+
 _VALID = (
+    Valid(
+        """
+        import torch
+        def denoise(gt_bbox: torch.Tensor, copies: int, noise: float, boxes: list):
+            for _ in range(copies):
+                noisy = gt_bbox.clone()
+                if noise > 0.0:
+                    noisy = noisy + torch.randn_like(noisy) * noise
+                boxes.append(noisy)
+            return boxes
+        """,
+        "without noise the clone itself is appended: every iteration's copy is kept (YOLOZU's denoising targets)",
+    ),
     Valid(
         """
         import torch
@@ -372,8 +388,10 @@ class PerIterationCloneIntoNewTensor(Rule):
             if any(isinstance(e, Bind) and e.name in rebound and set(e.loops) & {bind.loops[-1]} for e in flow.events):
                 continue  # the source changes every iteration
             roots = bind.value.roots
-            kept = any(isinstance(e, Store) and _held_roots(e.value) & roots for e in flow.events) or any(
-                type(e).__name__ == "Return" and _held_roots(e.value) & roots for e in flow.events
+            kept = (
+                any(isinstance(e, Store) and _held_roots(e.value) & roots for e in flow.events)
+                or any(type(e).__name__ == "Return" and _held_roots(e.value) & roots for e in flow.events)
+                or _appended(flow, roots)
             )
             holders = {bind.name} | _aliases_in_loop(flow, bind, loop)
             used_after = any(isinstance(e, Use) and e.name in holders and e.line > loop.end for e in flow.events)
@@ -393,6 +411,15 @@ class PerIterationCloneIntoNewTensor(Rule):
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
             yield Hit(bind.node, message)
+
+
+def _appended(flow: FunctionFlow, roots: frozenset[str]) -> bool:
+    """`bbox_list.append(noisy_bbox)` into a list the analysis does not know (a parameter, a
+    list or None): each iteration's copy is kept, on the path where nothing rebound the name."""
+    return any(
+        isinstance(e, Call) and e.method in _GROWING and (e.receiver is None or e.receiver.kind is not Kind.TENSOR) and any(_held_roots(a) & roots for a in e.args)
+        for e in flow.events
+    )
 
 
 def _carried(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
