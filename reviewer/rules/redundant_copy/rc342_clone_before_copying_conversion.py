@@ -257,7 +257,7 @@ def _float32_parameter(flow: FunctionFlow, base: cst.BaseExpression, line: int) 
     if not (isinstance(base, cst.Attribute) and base.attr.value in ("weight", "bias")) or flow.scope is None:
         return False
     owner = dotted(base.value)
-    if not owner or "set_default_dtype" in flow.file.text:
+    if not owner or "set_default_dtype" in flow.file.text or "set_default_tensor_type" in flow.file.text:
         return False
     built: list[tuple[int, cst.BaseExpression]] = []
     converted = False

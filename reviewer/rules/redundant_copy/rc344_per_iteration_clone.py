@@ -17,8 +17,8 @@ from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import clone_receiver
 
-# Container methods that keep what they are handed: a list, a set, a deque, a queue.
-_GROWING = frozenset(("append", "extend", "insert", "add", "appendleft", "put"))
+# Container methods that keep what they are handed: a list, a deque, a queue (`add` is a tensor's too).
+_GROWING = frozenset(("append", "extend", "insert", "appendleft", "put"))
 
 _VALID = (
     Valid(
