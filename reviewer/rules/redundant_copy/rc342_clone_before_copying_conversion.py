@@ -264,8 +264,12 @@ def _float32_parameter(flow: FunctionFlow, base: cst.BaseExpression, line: int) 
 
     class Find(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign) -> None:
-            if any(dotted(t.target) == owner for t in node.targets):
+            nonlocal converted
+            targets = [dotted(t.target) for t in node.targets]
+            if owner in targets:
                 built.append((flow.file.line_of(node), node.value))
+            # `self.codebook.weight.data = table.double()`: another tensor, of any dtype
+            converted = converted or any(t.startswith(f"{owner}.") and t.rpartition(".")[2] in ("weight", "bias", "data") for t in targets)
 
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal converted
