@@ -448,6 +448,18 @@ def test_only_results_that_cannot_require_grad_count_as_graph_free() -> None:
     assert {name: fn["no_graph"] for name, fn in functions.items()} == {"targets": True, "noise": True, "weights": False}
 
 
+def test_a_distributions_sample_is_graph_free_and_anything_elses_is_not() -> None:
+    # torch.distributions' `sample()` runs under no_grad (TimeVQVAE's `softmax_sample`); a
+    # model's `sample()` may well keep its graph.
+    source = (
+        "import torch\nfrom torch.distributions import Categorical\n\n"
+        "def drawn(t):\n    m = Categorical(logits=t)\n    return m.sample()\n\n"
+        "def generated(model, z):\n    return model.sample(z)\n"
+    )
+    functions = file_facts(source)["functions"]
+    assert {name: fn["no_graph"] for name, fn in functions.items()} == {"drawn": True, "generated": False}
+
+
 def test_a_list_of_numbers_is_graph_free_and_a_list_of_tensors_is_not() -> None:
     # RandLA-Net's `accuracy` returns `accs`, filled with `.item()` numbers; a list given the
     # loss itself keeps its graph.

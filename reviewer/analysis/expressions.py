@@ -137,6 +137,8 @@ def _subscript(cx: Context, node: cst.Subscript) -> Value:
                 # The container still holds it: an element read out is not new and unshared.
                 return base.items[int(index.evaluated_value)].but(fresh=False)
         if base.element is not None and not isinstance(single, cst.Slice):
+            if string_key is not None:
+                return base.element.but(fresh=False, roots=frozenset(roots.keyed(r, string_key.value) for r in base.element.roots))
             return base.element.but(fresh=False)
         if isinstance(single, cst.Slice):
             return base.but(fresh=True, roots=cx.new_root(node, "list"), items=None)
@@ -331,6 +333,9 @@ def _comprehension(cx: Context, node: cst.ListComp | cst.SetComp | cst.Generator
     if isinstance(node, cst.DictComp):
         cx.ev(node.key)
         element = cx.ev(node.value)
+        if element.fresh:
+            # A new tensor made for each key: `d["t"]` and `d["valid"]` are different memory.
+            element = element.but(roots=frozenset(roots.each(r) for r in element.roots))
         kind = Kind.DICT
     else:
         element = cx.ev(node.elt)

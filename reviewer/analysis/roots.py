@@ -7,6 +7,8 @@ is the only place that builds or reads one, so its spelling is an implementation
 | --------------------- | -------------------------------------------------------------- |
 | `argument(x)`         | the caller's object passed as parameter `x`                    |
 | `entry(r, key)`       | one entry of a mapping `r` (`batch["image"]`)                  |
+| `each(r)`             | any entry of a mapping a comprehension filled with a new       |
+|                       | tensor per key (`keyed(each(r), k)` is the one under `k`)      |
 | `member(r, attr)`     | an attribute of `r` (a submodule's parameter, `self.buf`)      |
 | `parameters(m)`       | the parameters of module `m` (a parameter, or a built module)  |
 | `unknown_optimizer(o)`| the parameters an optimizer argument `o` was built over        |
@@ -56,6 +58,16 @@ def gradients(root: Root) -> Root:
 
 def entry(root: Root, key: str) -> Root:
     return f"{root}[{key}]"
+
+
+def each(root: Root) -> Root:
+    """An entry of `{k: v.clone() for ...}`: every key holds memory of its own."""
+    return f"{root}[*]"
+
+
+def keyed(root: Root, key: str) -> Root:
+    """The entry under `key` of a root `each` made; any other root as it is."""
+    return entry(root[:-3], key) if root.endswith("[*]") else root
 
 
 def member(root: Root, attr: str) -> Root:

@@ -15,6 +15,12 @@ _NO_GRAPH_FUNCTIONS = frozenset(
     "argmax argmin argsort nonzero eq ne lt gt le ge isnan isinf isfinite".split()
 )
 _INTEGER_DTYPES = frozenset("long int64 int int32 int16 short int8 uint8 bool".split())
+# torch.distributions classes: their `sample()` runs under no_grad (`rsample()` is the
+# differentiable one).
+_DISTRIBUTIONS = frozenset(
+    "Bernoulli Beta Binomial Categorical Cauchy Chi2 Dirichlet Exponential Gamma Geometric Gumbel Laplace LogNormal "
+    "Multinomial MultivariateNormal Normal OneHotCategorical Poisson StudentT Uniform".split()
+)
 _GROWERS = frozenset(("append", "insert", "extend"))
 
 
@@ -35,11 +41,18 @@ def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0)
         if k.arg == "dtype" and isinstance(k.value, ast.Attribute) and k.value.attr in _INTEGER_DTYPES:
             return True  # an integer or boolean tensor cannot require grad
     func = value.func
+    if isinstance(func, ast.Attribute) and func.attr == "sample" and isinstance(func.value, ast.Name):
+        made = binds.get(func.value.id) or [ast.Name(id="?")]
+        return all(isinstance(e, ast.Call) and _class_name(e.func) in _DISTRIBUTIONS for e in made)  # `Categorical(logits=t).sample()`
     if isinstance(func, ast.Attribute):
         if isinstance(func.value, ast.Name) and func.value.id in ("torch", "th"):
             return func.attr in _NO_GRAPH_FUNCTIONS
         return func.attr in _NO_GRAPH_METHODS
     return False
+
+
+def _class_name(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
 def returns_no_graph(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -175,6 +175,21 @@ def test_set_grad_enabled_false_is_no_grad() -> None:
     assert bound(f, "y")[0].value.grad is Tri.NO
 
 
+def test_no_grad_of_torch_bound_at_run_time_turns_grad_off() -> None:
+    f = flow("""
+    def _torch():
+        import torch
+        return torch, torch.nn
+    def f(model, x):
+        torch, _ = _torch()
+        with torch.no_grad():
+            y = model(x)
+        z = model(x)
+    """)
+    assert bound(f, "y")[0].value.grad is Tri.NO
+    assert bound(f, "z")[0].value.grad is not Tri.NO
+
+
 def test_an_unknown_function_gives_an_unknown_value() -> None:
     f = flow("""
     import torch

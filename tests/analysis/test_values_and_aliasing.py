@@ -206,3 +206,29 @@ def test_torch_where_gives_int64_indices_alone_and_the_values_dtype_with_three_a
         """
     )
     assert [bound(f, name)[0].value.dtype for name in ("edges", "rows", "kept")] == ["int64", "int64", "float32"]
+
+
+def test_a_submodule_call_is_attached_and_a_wrappers_predict_is_unknown() -> None:
+    f = flow("""
+    import torch
+    from torch import nn
+    def f(reranker: nn.Module, x: torch.Tensor, pairs: list):
+        feats = reranker.encoder(x)
+        scores = reranker.predict(pairs)
+    """)
+    assert bound(f, "feats")[0].value.grad is Tri.YES
+    assert bound(f, "scores")[0].value.grad is not Tri.YES and bound(f, "scores")[0].value.kind is Kind.UNKNOWN
+
+
+def test_entries_of_a_dict_comprehension_of_clones_are_separate_memory() -> None:
+    f = flow("""
+    import torch
+    def f(parts: dict):
+        d = {k: v.clone() for k, v in parts.items()}
+        t = d["t"]
+        valid = d["valid"]
+        again = d["t"]
+    """)
+    t, valid, again = (bound(f, n)[0].value for n in ("t", "valid", "again"))
+    assert not roots.overlaps(t.roots, valid.roots)
+    assert roots.overlaps(t.roots, again.roots)

@@ -227,7 +227,11 @@ def _whole(expr: cst.BaseExpression) -> int | None:
 
 
 # What a tensor says of its layout, not of its values.
-_LAYOUT = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda", "layout"))
+_LAYOUT = frozenset(("shape", "dtype", "device", "ndim", "size", "dim", "numel", "is_cuda", "layout", "new_zeros", "new_ones", "new_empty", "new_full"))
+
+# `y.view_as(x)`, `torch.zeros_like(x)`: calls that take from their tensor argument only its
+# shape, dtype or device.
+_LAYOUT_OF_ARGUMENT = frozenset(("view_as", "reshape_as", "expand_as", "type_as", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"))
 
 
 # In-place methods that replace every value of their receiver without reading one.
@@ -235,8 +239,8 @@ _OVERWRITES = frozenset(("fill_", "zero_", "copy_", "normal_", "uniform_", "bern
 
 
 def reads_layout_only(use: Use) -> bool:
-    """`x.shape`, `x.size(0)`, `x.dtype`, `len(x)`, `isinstance(x, torch.Tensor)`: a read that
-    no write of the values can change. Also `x.fill_(v)` or `x.copy_(y)`: the name is the
+    """`x.shape`, `x.size(0)`, `x.dtype`, `len(x)`, `isinstance(x, torch.Tensor)`,
+    `y.view_as(x)`, `torch.zeros_like(x)`: a read that no write of the values can change. Also `x.fill_(v)` or `x.copy_(y)`: the name is the
     target of a write that replaces every value, and reads none of them."""
     stmt = use.stmt
     if stmt is None:
@@ -256,6 +260,8 @@ def reads_layout_only(use: Use) -> bool:
                 found = found or (looks and node.args[0].value is use.node)
             elif isinstance(func, cst.Attribute):
                 found = found or (func.value is use.node and func.attr.value in _OVERWRITES)
+            name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+            found = found or (name in _LAYOUT_OF_ARGUMENT and bool(node.args) and node.args[0].value is use.node)
 
     stmt.visit(Find())
     return found

@@ -63,8 +63,10 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         return UNKNOWN
     # `cls._load(...)` in a classmethod calls the class's own method, as `self._load(...)` does.
     own_method = dotted(func.value) in ("self", "cls") and method in cx.class_methods
-    if any(a.kind is Kind.NDARRAY for a in args):
-        return UNKNOWN  # `net.call(array)`: another backend's entry point (or a wrapper's `predict`), not a submodule
+    if any(a.kind is Kind.NDARRAY for a in args) or method in ("predict", "predict_proba"):
+        # `net.call(array)`: another backend's entry point, not a submodule; `reranker.predict(pairs)`:
+        # a wrapper's inference entry point (sentence-transformers, skorch), whose result may be numpy.
+        return UNKNOWN
     if method == "forward" or (not own_method and method not in NN_MODULE_METHODS and (args or kwargs)):
         # `model.encoder(x)`: a submodule is called like the module itself.
         return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)

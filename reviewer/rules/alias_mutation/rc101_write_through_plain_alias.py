@@ -164,6 +164,20 @@ _VALID = (
         """,
         "after the write `k_high_buf` is only type-checked and then filled whole: no read sees the value `k_low_buf` wrote (ENN-PyTorch)",
     ),
+    Valid(
+        """
+        import torch
+        from torch.utils.data import default_collate
+        def nearest(hits, reduction: str):
+            merged = {k: v.clone() for k, v in default_collate(hits).items()}
+            t = merged["t"]
+            valid = merged["valid"]
+            t[~valid] = torch.inf
+            reduced, selector = getattr(t, reduction)(dim=0)
+            return reduced, valid.gather(0, selector[None])[0]
+        """,
+        "the comprehension clones every entry: `t` and `valid` are two tensors, and writing one leaves the other (pixelSplat's epipolar lines)",
+    ),
 )
 
 

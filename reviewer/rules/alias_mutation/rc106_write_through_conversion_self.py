@@ -198,6 +198,17 @@ class WriteThroughConversionSelf(WriteThroughAlias):
             """,
             "`resize_` changes only the buffer's shape: the view `std_flat` keeps its values (ENN-PyTorch)",
         ),
+        Valid(
+            """
+            import torch
+            def keep_some(mask: torch.Tensor, keep_prob: float, rows: torch.Tensor) -> torch.Tensor:
+                kept = mask * (torch.rand_like(mask) < keep_prob).to(mask.dtype)
+                flat = kept.reshape(kept.shape[0], -1)
+                flat[rows, 0] = 1.0
+                return flat.view_as(kept)
+            """,
+            "`view_as(kept)` takes only the shape of `kept`, which the write does not change (DepthDif's ambient mask)",
+        ),
     )
     INVALID = (
         Invalid(

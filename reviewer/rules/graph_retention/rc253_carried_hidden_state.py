@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, Bind, FunctionFlow
+from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, loop_of
 from review_copies.analysis.syntax import short_code
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
@@ -73,6 +73,20 @@ class CarriedHiddenState(Rule):
                     opt.step()
             """
         ),
+        Valid(
+            """
+            import torch
+            def run(model, batches, opt, repackage):
+                hidden = None
+                for x, y in batches:
+                    out, hidden = model(x, hidden)
+                    loss = (out - y).pow(2).mean()
+                    loss.backward()
+                    opt.step()
+                    hidden = repackage(hidden)
+            """,
+            "the state is rebound after each step by a helper that detaches it (depthbasedRL's `detach_hidden_state`)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -106,6 +120,8 @@ class CarriedHiddenState(Rule):
                 continue
             if any(isinstance(e, Bind) and e.name == bind.name and e.index < bind.index and set(e.loops) & set(bind.loops) for e in flow.events):
                 continue  # rebound earlier in the iteration (detached, repackaged)
+            if any(isinstance(e, Bind) and e.name == bind.name and e.index > bind.index and set(e.loops) & set(bind.loops) and _repackaged(flow, e) for e in flow.events):
+                continue  # rebound later in the iteration by a helper (`h = detach_hidden(h)` after the step)
             message = (
                 f"`{bind.name}` is fed back into `{short_code(stmt.value.func)}` on every step of the loop at line {loop.start} straight from "
                 f"its output, which is attached to the previous step's graph: the graph grows over the loop and the next backward() "
@@ -114,3 +130,13 @@ class CarriedHiddenState(Rule):
             if called_grad_off_in_repository(flow):
                 return  # every caller runs it with autograd off: nothing it keeps holds a graph
             yield Hit(bind.node, message)
+
+
+def _repackaged(flow: FunctionFlow, bind: Bind) -> bool:
+    """`h = h.detach()`, or `h = repackage(h)`: a function of this repository (or one handed in)
+    rebuilds the state, as truncated BPTT does. `h = h * decay` or `torch.tanh(h)` keeps the graph."""
+    if bind.value.grad is Tri.NO:
+        return True
+    call = next((e for e in flow.of(Call) if e.node is bind.expr), None)
+    return call is not None and call.method is None and isinstance(call.call.func, cst.Name) and not any(q.startswith("torch") for q in call.qualnames)
+

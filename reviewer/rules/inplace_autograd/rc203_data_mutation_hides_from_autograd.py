@@ -101,6 +101,34 @@ class DataMutationHidesFromAutograd(Rule):
             """
             import torch
             from torch import nn
+            from torch.distributions import Categorical
+
+            def softmax_sample(t, temperature, dim=-1):
+                if temperature is None:
+                    return t.argmax(dim=dim)
+                m = Categorical(logits=t / temperature)
+                return m.sample()
+
+            class Codebook(nn.Module):
+                def __init__(self, dim, size):
+                    super().__init__()
+                    self.embed = nn.Parameter(torch.randn(size, dim))
+
+                def forward(self, x, temp=None):
+                    embed = self.embed.t()
+                    dist = -(x.pow(2).sum(1, keepdim=True) - 2 * x @ embed + embed.pow(2).sum(0, keepdim=True))
+                    ind = softmax_sample(dist, temp)
+                    quantize = nn.functional.embedding(ind, self.embed)
+                    if self.training:
+                        self.embed.data.copy_(self.embed.data * 0.99 + 0.01 * quantize.detach().mean(0))
+                    return quantize, ind
+            """,
+            "a distribution's `sample()` runs under no_grad: the distance feeds only indices (TimeVQVAE's codebook)",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
             def materialize(module: nn.Module, source: nn.Module):
                 def meta_to_empty(p):
                     return p.new_empty(p.shape, device="cpu") if p.device == torch.device("meta") else p
