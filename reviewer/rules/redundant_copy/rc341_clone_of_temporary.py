@@ -8,7 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Call, FunctionFlow, Write
 from review_copies.analysis.syntax import dotted, short_code
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import new_and_unshared
@@ -54,6 +54,19 @@ class CloneOfTemporary(Rule):
     recipes = ("copy-bytes",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            def check_scaling(scale, b: int, k: int):
+                loss = torch.ones((b, k), requires_grad=True).clone()
+                grads = []
+                loss.register_hook(lambda g: grads.append(g))
+                loss.mul_(2.0)
+                scale(loss).sum().backward()
+                return grads
+            """,
+            "the clone of a leaf that requires grad is a non-leaf in its graph, written in place after (a leaf would raise): not the same result",
+        ),
         Valid(
             """
             import torch
@@ -194,6 +207,8 @@ class CloneOfTemporary(Rule):
                 continue  # DINO's `model(samples).clone()`: the model returns `x[:, 0]`, and the clone makes it compact and contiguous
             if _guards_a_saved_output(flow, event):
                 continue  # `torch.cdist(x, x).clone()`, then `d[d <= 0] += eps`: backward needs cdist's own output
+            if recv.leaf and recv.grad is Tri.YES:
+                continue  # `torch.ones(n, requires_grad=True).clone()`: a non-leaf in the graph of the leaf, which in-place ops may change
             message = (
                 f"`{short_code(node)}` is already a new tensor that nothing else refers to; `.clone()` copies it a second time "
                 "(more time and peak memory, same result). Drop the `.clone()`."
