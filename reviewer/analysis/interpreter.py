@@ -36,7 +36,9 @@ class Interpreter(Assignments):
             target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
             if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
                 self.no_grad += 1
-        if not self.no_grad and self.scope is not None and (called_only_under_no_grad(self.file, self.scope) or under_grad_off_fixture(self.file, self.scope)):
+        if not self.no_grad and self.scope is not None and (
+            called_only_under_no_grad(self.file, self.scope) or under_grad_off_fixture(self.file, self.scope) or self.lightning_evaluation_hook(fn)
+        ):
             self.no_grad = self.no_grad_from_callers = 1  # a helper every caller in the file runs under no_grad
         parameters.bind(self, fn)
         self.block(list(statement_bodies(fn)))
@@ -198,6 +200,14 @@ class Interpreter(Assignments):
             self.arm_stack.pop()
             merged = self.state if merged is None else join_states(merged, self.state)
         self.state = join_states(before, merged or before)
+
+    def lightning_evaluation_hook(self, fn: cst.FunctionDef) -> bool:
+        """`validation_step`, `on_validation_epoch_end`... of a LightningModule or a Lightning
+        callback: Lightning calls them from its evaluation loops, with autograd off."""
+        cls = self.scope.class_node if self.scope is not None else None
+        if cls is None or fn.name.value not in api.LIGHTNING_EVALUATION_HOOKS:
+            return False
+        return any(api.LIGHTNING_BASE.match(q) for base in cls.bases for q in self.qualnames(base.value))
 
     def with_block(self, stmt: cst.With) -> None:
         grad_change = 0

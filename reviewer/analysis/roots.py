@@ -128,6 +128,12 @@ def allocated_here(found: Iterable[Root]) -> bool:
     return bool(found) and all("@" in r and not r.startswith(("arg:", "self", "params:", "grad:")) for r in found)
 
 
+def made_on_line(found: Iterable[Root], line: int) -> bool:
+    """All of it memory one statement on `line` made (`list(torch.empty(n).chunk(k))`)."""
+    found = list(found)
+    return allocated_here(found) and all(r.partition("@")[2].startswith(f"{line}:") for r in found)
+
+
 def is_self_state(root: Root) -> bool:
     """An attribute of `self` (`self.buf`)."""
     return root.startswith("self.")

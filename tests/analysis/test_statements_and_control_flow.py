@@ -190,6 +190,24 @@ def test_no_grad_of_torch_bound_at_run_time_turns_grad_off() -> None:
     assert bound(f, "z")[0].value.grad is not Tri.NO
 
 
+def test_lightning_evaluation_hooks_run_with_grad_off() -> None:
+    source = """
+    import pytorch_lightning as pl
+    from pytorch_lightning.callbacks import Callback
+    class LogImage(Callback):
+        def on_validation_epoch_end(self, trainer, model):
+            y = model(trainer.x)
+        def on_train_epoch_end(self, trainer, model):
+            y = model(trainer.x)
+    class Plain:
+        def on_validation_epoch_end(self, trainer, model):
+            y = model(trainer.x)
+    """
+    assert bound(flow(source, "LogImage.on_validation_epoch_end"), "y")[0].value.grad is Tri.NO
+    assert bound(flow(source, "LogImage.on_train_epoch_end"), "y")[0].value.grad is not Tri.NO
+    assert bound(flow(source, "Plain.on_validation_epoch_end"), "y")[0].value.grad is not Tri.NO
+
+
 def test_an_unknown_function_gives_an_unknown_value() -> None:
     f = flow("""
     import torch

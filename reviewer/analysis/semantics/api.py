@@ -175,6 +175,16 @@ DIFFERENTIATE_FUNCTIONS = frozenset(("torch.autograd.grad", "torch.autograd.back
 GRAD_MODE_OFF = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"))
 GRAD_MODE_ON = frozenset(("torch.enable_grad", "torch.autograd.enable_grad"))
 
+# Lightning runs its evaluation loops (validation, test, predict) under no_grad or
+# inference_mode, and calls these hooks of the LightningModule and its callbacks from them.
+LIGHTNING_BASE = re.compile(r"^(?:pytorch_lightning|lightning(?:\.pytorch)?)\.(?:\w+\.)*(?:LightningModule|Callback)$")
+LIGHTNING_EVALUATION_HOOKS = frozenset(
+    f"{prefix}{stage}{suffix}"
+    for stage in ("validation", "test", "predict")
+    for prefix, suffix in (("", "_step"), ("", "_epoch_end"), ("on_", "_start"), ("on_", "_end"), ("on_", "_epoch_start"),
+                           ("on_", "_epoch_end"), ("on_", "_batch_start"), ("on_", "_batch_end"))
+)
+
 
 def is_inplace_method(name: str) -> bool:
     """`add_`, `zero_`...: an in-place method torch.Tensor really has.

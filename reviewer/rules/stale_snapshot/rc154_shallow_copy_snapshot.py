@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.rewrite import chain
-from review_copies.analysis.roots import overlaps
+from review_copies.analysis.roots import made_on_line, overlaps
 from review_copies.analysis.syntax import call_method_name, dotted, receiver_of, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -53,6 +53,19 @@ class ShallowCopySnapshot(Rule):
     recipes = ("snapshot",)
 
     VALID = (
+        Valid(
+            """
+            import torch
+            from torch.distributed import scatter
+            def scatter_objects(tensors, sizes, group_size: int, src: int, device):
+                parts = list(torch.empty(max(sizes) * group_size, dtype=torch.uint8, device=device).chunk(group_size))
+                for part, tensor, size in zip(parts, tensors, sizes):
+                    part[:size].copy_(tensor)
+                scatter(parts[src], parts, src=src)
+                return parts[src]
+            """,
+            "the chunks of a buffer made on the same line are filled, not kept as a snapshot (Fast-LLM's `scatter_object_list`)",
+        ),
         Valid(
             """
             import torch
@@ -150,8 +163,8 @@ class ShallowCopySnapshot(Rule):
             if value.kind is Kind.TENSOR:
                 roots = value.roots
             elif element is not None and element.kind is Kind.TENSOR and not element.leaf:
-                if _of_new_tensors(bind.expr):
-                    continue  # `tuple(torch.empty_like(v) for v in inputs)`: new tensors, made to be filled
+                if _of_new_tensors(bind.expr) or made_on_line(element.roots, bind.line):
+                    continue  # `tuple(torch.empty_like(v) for v in inputs)`, `list(torch.empty(n).chunk(k))`: new tensors, made to be filled
                 roots = element.roots  # (parameter lists are RC152's)
             else:
                 continue

@@ -57,6 +57,17 @@ class ModuleAliasSnapshot(Rule):
         Valid(
             """
             import torch
+            def build_optimizer(model: torch.nn.Module, lr: float):
+                target_model = model
+                if isinstance(model, torch.nn.DataParallel):
+                    target_model = model.module
+                return torch.optim.AdamW(target_model.parameters(), lr=lr)
+            """,
+            "the name is rebound to `model.module` when the model is wrapped: the module to optimize, not a copy (a project template's optimizer builder)",
+        ),
+        Valid(
+            """
+            import torch
             class WanS2V:
                 @staticmethod
                 def _get_parameter(module: torch.nn.Module, name: str):
@@ -190,6 +201,8 @@ class ModuleAliasSnapshot(Rule):
                 continue  # `lora.frozen_W = child; setattr(parent, name, lora)`: the wrapper holds what it wraps
             if _a_cursor(flow, bind):
                 continue  # `target = module`, then `target = getattr(target, part)` in a loop: a walk down the tree
+            if _unwrapped(flow, bind):
+                continue  # `target_model = model`, then `if parallel: target_model = model.module`: the module to work on
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -230,6 +243,16 @@ def _a_cursor(flow: FunctionFlow, bind: Bind) -> bool:
     attribute, a cursor, not a copy kept beside the module."""
     return any(
         isinstance(e, Bind) and e.name == bind.name and e.index > bind.index and e.loops and e.expr is not None and bind.name in names_in(e.expr)
+        for e in flow.events
+    )
+
+
+def _unwrapped(flow: FunctionFlow, bind: Bind) -> bool:
+    """Later the name is bound to a submodule of the same source (`target_model = model.module`
+    when it is wrapped for data parallelism): it names the module to work on, not a copy."""
+    source = name_of(bind.expr)
+    return any(
+        isinstance(e, Bind) and e.name == bind.name and e.index > bind.index and isinstance(e.expr, cst.Attribute) and name_of(e.expr).startswith(source + ".")
         for e in flow.events
     )
 
