@@ -240,8 +240,9 @@ _OVERWRITES = frozenset(("fill_", "zero_", "copy_", "normal_", "uniform_", "bern
 
 def reads_layout_only(use: Use) -> bool:
     """`x.shape`, `x.size(0)`, `x.dtype`, `len(x)`, `isinstance(x, torch.Tensor)`,
-    `y.view_as(x)`, `torch.zeros_like(x)`: a read that no write of the values can change. Also `x.fill_(v)` or `x.copy_(y)`: the name is the
-    target of a write that replaces every value, and reads none of them."""
+    `y.view_as(x)`, `torch.zeros_like(x)`: a read that no write of the values can change.
+    Also `x.fill_(v)` or `x.copy_(y)`: the name is the target of a write that replaces every
+    value, and reads none of them."""
     stmt = use.stmt
     if stmt is None:
         return False

@@ -102,6 +102,22 @@ class CarriedHiddenState(Rule):
             """,
             line=5,
         ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            def train(model, batches, opt):
+                proj = nn.Linear(8, 8)
+                hidden = None
+                for x, y in batches:
+                    out, hidden = model(x, hidden)
+                    loss = (out - y).pow(2).mean()
+                    loss.backward()
+                    opt.step()
+                    hidden = proj(hidden)
+            """,
+            line=7,
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -134,9 +150,12 @@ class CarriedHiddenState(Rule):
 
 def _repackaged(flow: FunctionFlow, bind: Bind) -> bool:
     """`h = h.detach()`, or `h = repackage(h)`: a function of this repository (or one handed in)
-    rebuilds the state, as truncated BPTT does. `h = h * decay` or `torch.tanh(h)` keeps the graph."""
+    rebuilds the state, as truncated BPTT does. `h = h * decay`, `torch.tanh(h)` or a module's
+    `h = proj(h)` keeps the graph."""
     if bind.value.grad is Tri.NO:
         return True
     call = next((e for e in flow.of(Call) if e.node is bind.expr), None)
-    return call is not None and call.method is None and isinstance(call.call.func, cst.Name) and not any(q.startswith("torch") for q in call.qualnames)
+    if call is None or call.method is not None or not isinstance(call.call.func, cst.Name) or flow.value(call.call.func).kind is Kind.MODULE:
+        return False  # `h = proj(h)` with a module: its output is attached
+    return not any(q.startswith("torch") for q in call.qualnames)
 
