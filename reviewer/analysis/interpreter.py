@@ -216,7 +216,7 @@ class Interpreter(Assignments):
             value = self.ev(item.item)
             target = item.item.func if isinstance(item.item, cst.Call) else item.item
             quals = self.qualnames(target)
-            if not quals and isinstance(target, cst.Attribute) and target.attr.value in ("no_grad", "inference_mode", "enable_grad"):
+            if not quals and isinstance(target, cst.Attribute) and target.attr.value in api.GRAD_MODE_NAMES:
                 # `torch, nn = _torch()`: a module bound at run time; only torch spells these.
                 quals = (f"torch.{target.attr.value}",)
             if any(q in api.GRAD_MODE_OFF for q in quals):

@@ -15,7 +15,7 @@ from review_copies.analysis.semantics import api
 from review_copies.index.arrays import NOTHING_ANNOTATED, Annotated, a_new_array, an_array, annotated_arrays, array_functions, record_binding
 from review_copies.index.frozen import freezes_parameters
 from review_copies.index.gradmode import grad_off, grad_off_spans
-from review_copies.index.graphless import returns_no_graph
+from review_copies.index.graphless import callee_name, returns_no_graph
 
 Facts = dict[str, Any]
 
@@ -454,7 +454,7 @@ def _calls(
         # The caller's own parameters it hands on and never reads again: whether they are
         # read again is its callers' to say (a wrapper `def _forward(self, x): return self._f(x)`).
         through = sorted(theirs - again)
-        callee = _callee(node.func)
+        callee = callee_name(node.func)
         off_here = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
@@ -478,7 +478,7 @@ def _sequences(tree: ast.AST) -> list[list[str]]:
     element constructs (`nn.Tanh`, `Scale`; "" for an element that is not a constructor call)."""
     out = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and _callee(node.func) == "Sequential"):
+        if not (isinstance(node, ast.Call) and callee_name(node.func) == "Sequential"):
             continue
         elements: list[ast.expr] = list(node.args)
         if len(elements) == 1 and isinstance(elements[0], ast.Starred) and isinstance(elements[0].value, (ast.List, ast.Tuple)):
@@ -508,10 +508,6 @@ def _torch_nn_names(tree: ast.Module) -> list[str]:
 def _through_super(func: ast.expr) -> bool:
     """`super().m` or `super(Cls, self).m`: a base class's method."""
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"
-
-
-def _callee(func: ast.expr) -> str:
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
 def _no_facts() -> Facts:
@@ -547,7 +543,7 @@ def file_facts(text: str) -> Facts:
             defs = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
             init = next((m for m in defs if m.name == "__init__"), None)
             frozen = init is not None and freezes_parameters(init)
-            bases = [_callee(b) for b in node.bases if _callee(b)]
+            bases = [callee_name(b) for b in node.bases if callee_name(b)]
             classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen, "bases": bases}
             for m in defs:
                 calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), grad_off(m), modules, annotated_arrays(m, returning), [node.name, *bases]))

@@ -43,7 +43,7 @@ def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0)
     func = value.func
     if isinstance(func, ast.Attribute) and func.attr == "sample" and isinstance(func.value, ast.Name):
         made = binds.get(func.value.id) or [ast.Name(id="?")]
-        return all(isinstance(e, ast.Call) and _class_name(e.func) in _DISTRIBUTIONS for e in made)  # `Categorical(logits=t).sample()`
+        return all(isinstance(e, ast.Call) and callee_name(e.func) in _DISTRIBUTIONS for e in made)  # `Categorical(logits=t).sample()`
     if isinstance(func, ast.Attribute):
         if isinstance(func.value, ast.Name) and func.value.id in ("torch", "th"):
             return func.attr in _NO_GRAPH_FUNCTIONS
@@ -51,7 +51,8 @@ def _no_graph(value: ast.expr, binds: dict[str, list[ast.expr]], depth: int = 0)
     return False
 
 
-def _class_name(func: ast.expr) -> str:
+def callee_name(func: ast.expr) -> str:
+    """The last name of what a call calls: `f` of `f(x)`, `Categorical` of `dist.Categorical(...)`."""
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 

@@ -174,6 +174,8 @@ ACCELERATOR_DEVICE_STRINGS = frozenset(("xla", "mps", "xpu", "hpu", "npu"))
 DIFFERENTIATE_FUNCTIONS = frozenset(("torch.autograd.grad", "torch.autograd.backward"))
 GRAD_MODE_OFF = frozenset(("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"))
 GRAD_MODE_ON = frozenset(("torch.enable_grad", "torch.autograd.enable_grad"))
+# Their last names, which only torch spells (`with torch.no_grad():` of a `torch` bound at run time).
+GRAD_MODE_NAMES = frozenset(q.rpartition(".")[2] for q in GRAD_MODE_OFF | GRAD_MODE_ON)
 
 # Lightning runs its evaluation loops (validation, test, predict) under no_grad or
 # inference_mode, and calls these hooks of the LightningModule and its callbacks from them.
