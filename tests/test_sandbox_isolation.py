@@ -364,18 +364,19 @@ def spread(x):
 
 
 def test_the_memory_cap_binds_the_probes_processes_together() -> None:
-    """Four forked processes of 900 MiB each stay under the 3 GiB address-space cap one by
-    one; together they pass it, and the monitor stops the whole tree."""
+    """Four forked processes of 900 MiB each stay under the 2 GiB address-space cap one by
+    one; together they pass it (and the worker's own pages, which the cap leaves out), and
+    the monitor stops the whole tree."""
     sb = worker()
     saved = sb.limits
-    sb.limits = Limits(wall_seconds=90, cpu_seconds=15, memory_bytes=3 << 30)
+    sb.limits = Limits(wall_seconds=90, cpu_seconds=15, memory_bytes=2 << 30)
     try:
         f, text = finding(TREE_HOG, 4, "alias-mutation", path="treehog.py")
         v = Verifier(sb, "cpu", io.StringIO()).verification(f, text, ["cpu"])
     finally:
         sb.limits = saved
     assert v.status is Status.INCONCLUSIVE, v.evidence
-    assert "processes together held more than 3072 MiB" in v.evidence, v.evidence
+    assert "processes together held more than 2048 MiB of memory beyond the worker's" in v.evidence, v.evidence
     time.sleep(0.2)
     assert _probe_processes(sb.info.caps.probe_uid) == [], "a forked process outlived its probe"
 
@@ -438,3 +439,30 @@ def test_fallback_without_namespaces_still_scrubs_and_limits() -> None:
         v_spin = verifier.verification(spin, spin_text, ["cpu"])
     assert "env" not in v_leak.evidence.split("found=")[1].split()[0]
     assert v_spin.status is Status.INCONCLUSIVE and "limit" in v_spin.evidence
+
+
+def _filled_child(nbytes: int) -> int:
+    pid = os.fork()
+    if pid == 0:
+        held = b"\x01" * nbytes
+        time.sleep(0.6)
+        os._exit(len(held) & 0)
+    return pid
+
+
+def test_a_grown_worker_does_not_spend_its_probes_memory() -> None:
+    """A warm worker grows over a long review (a 400 MiB heap here), and each probe it
+    forks shares those pages: a probe that fills 250 MiB under a 300 MiB cap runs to its
+    end; one that fills the cap and the worker's size over again is stopped."""
+    from review_copies.sandbox.worker import zygote
+
+    ballast = bytearray(b"\x01" * (400 << 20))
+    try:
+        worker_size = zygote._resident_bytes()
+        cap = zygote._tree_cap(300 << 20, worker_size)
+        within = zygote._watch_tree(_filled_child(250 << 20), cap)
+        beyond = zygote._watch_tree(_filled_child((300 << 20) + worker_size), cap)
+    finally:
+        del ballast
+    assert within is not None and os.waitstatus_to_exitcode(within) == 0
+    assert beyond is None

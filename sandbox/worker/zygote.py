@@ -225,15 +225,17 @@ class Zygote:
             workdir = isolate.enter_namespaces(self.caps, workdir, limits.tmpfs_bytes, self.need, request.hide)
             if not self.caps.namespaces:
                 self._probe_process(request, limits, cuda, workdir, result_w, err_w)
+            inherited = _resident_bytes()
             child = os.fork()
             if child == 0:
                 self._probe_process(request, limits, cuda, workdir, result_w, err_w)
             os.close(err_w)
-            status = _watch_tree(child, limits.memory_bytes if not cuda else 0)
+            status = _watch_tree(child, _tree_cap(limits.memory_bytes, inherited) if not cuda else 0)
             if status is None:
                 _report(result_w, protocol.ProbeAnswer(
                     ok=False, limit="memory",
-                    error=f"stopped: the probe's processes together held more than {limits.memory_bytes >> 20} MiB of memory",
+                    error=(f"stopped: the probe's processes together held more than {limits.memory_bytes >> 20} MiB of memory"
+                           f" beyond the worker's {inherited >> 20} MiB"),
                 ))
                 code = 128 + signal.SIGKILL
             else:
@@ -347,10 +349,28 @@ def _tree_memory(child: int, page: int, cap: int) -> int:
     for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) * 1024
-        except (OSError, StopIteration, ValueError, IndexError):
+                total += next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), 0) * 1024
+        except (OSError, ValueError, IndexError):
+            if not os.path.exists(f"/proc/{pid}"):
+                continue  # it exited between the two reads: it holds nothing now
             return resident  # no PSS to be had: the plain sum, the safe side
     return total
+
+
+def _tree_cap(memory_bytes: int, inherited: int) -> int:
+    """The probe inherits the worker's resident pages (torch's libraries and heap, more as
+    a warm worker grows) and the tree's sum charges it a share of each: the cap is what
+    its processes may hold beyond them, as the address-space cap is."""
+    return memory_bytes + inherited
+
+
+def _resident_bytes() -> int:
+    """This process's resident size (0 when /proc cannot say)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _close_fds_except(keep: set[int]) -> None:
