@@ -629,6 +629,46 @@ def test_a_data_write_every_caller_elsewhere_runs_without_grad_hides_nothing_fro
     assert _whole_file(repo, tmp_path, "model.py") == [("RC203", 10)]
 
 
+EXPERIMENTS = """
+import numpy as np
+import torch
+
+
+def save_samples(model, batch, out_dir):
+    samples = model(batch).cpu()
+    for k in range(samples.shape[0]):
+        np.save(f"{out_dir}/{k}", samples[k].numpy())
+
+
+EXPERIMENTS = {"samples": save_samples}
+"""
+
+RUN_EXPERIMENTS = """
+import torch
+from experiments import EXPERIMENTS
+
+
+def run(model, batch, out_dir, names):
+    model.eval()
+    with torch.no_grad():
+        for name in names:
+            EXPERIMENTS[name](model, batch, out_dir)
+"""
+
+
+def test_a_function_reached_only_through_a_dispatch_table_called_without_grad_holds_no_graph(repo: Repo, tmp_path: Path) -> None:
+    # A research repository's experiments, registered in a table and run by name under
+    # `with torch.no_grad():` in main.py: the sampled tensors hold no graph and `.numpy()`
+    # does not raise. A call through the table with autograd on brings the finding back.
+    repo.write("experiments.py", EXPERIMENTS)
+    repo.write("main.py", RUN_EXPERIMENTS)
+    repo.commit("experiments run by name, without grad")
+    assert _whole_file(repo, tmp_path, "experiments.py") == []
+    repo.write("finetune.py", "from experiments import EXPERIMENTS\n\n\ndef probe(model, batch, out_dir):\n    EXPERIMENTS['samples'](model, batch, out_dir)\n")
+    repo.commit("a call through the table with autograd on")
+    assert _whole_file(repo, tmp_path, "experiments.py") == [("RC321", 8)]
+
+
 SEARCH = """
 import torch
 from torch import nn

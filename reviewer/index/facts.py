@@ -396,7 +396,7 @@ def _calls(
             loops.append((node.lineno, node.end_lineno or node.lineno, frozenset(), frozenset()))
         elif isinstance(node, ast.If) and node.orelse:
             arms.append((_span(node.body), _span(node.orelse)))
-        elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        elif isinstance(node, ast.Call) and isinstance(_called(node.func), (ast.Name, ast.Attribute)):
             calls.append(node)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             dropped.add(id(node.value))
@@ -454,7 +454,8 @@ def _calls(
         # The caller's own parameters it hands on and never reads again: whether they are
         # read again is its callers' to say (a wrapper `def _forward(self, x): return self._f(x)`).
         through = sorted(theirs - again)
-        callee = callee_name(node.func)
+        # `TABLE[key](...)`: a call of whatever function the table holds, named after the table.
+        callee = callee_name(node.func) if node.func is _called(node.func) else f"{callee_name(_called(node.func))}[]"
         off_here = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
@@ -505,6 +506,24 @@ def _torch_nn_names(tree: ast.Module) -> list[str]:
     )
 
 
+def _called(func: ast.expr) -> ast.expr:
+    """What a call names: its function, or the table of `TABLE[key](...)`."""
+    return func.value if isinstance(func, ast.Subscript) else func
+
+
+def _tables(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level dispatch tables (`EXPERIMENTS = {"fixed": fixed, ...}`, or a list or tuple
+    of functions): each table's name and the functions it holds by name."""
+    tables: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            items = value.values if isinstance(value, ast.Dict) else value.elts if isinstance(value, (ast.List, ast.Tuple)) else []
+            if held := sorted({item.id for item in items if isinstance(item, ast.Name)}):
+                tables[node.targets[0].id] = held
+    return tables
+
+
 def _through_super(func: ast.expr) -> bool:
     """`super().m` or `super(Cls, self).m`: a base class's method."""
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"
@@ -523,7 +542,7 @@ def _another_framework_only(imports: list[ast.Import | ast.ImportFrom]) -> bool:
 
 def file_facts(text: str) -> Facts:
     """{"classes": {name: {"line", "methods": {name: facts}}}, "functions": {name: facts},
-    "calls": [...], "sequences": [[layer class, ...], ...], "nn_names": [...]}."""
+    "calls": [...], "sequences": [[layer class, ...], ...], "nn_names": [...], "tables": {name: [function, ...]}}."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
@@ -553,4 +572,4 @@ def file_facts(text: str) -> Facts:
         else:
             script.append(node)
     calls.extend(_calls(script, set(), modules=modules, annotated=(frozenset(), frozenset(), returning)))
-    return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree), "nn_names": _torch_nn_names(tree)}
+    return {"classes": classes, "functions": functions, "calls": calls, "sequences": _sequences(tree), "nn_names": _torch_nn_names(tree), "tables": _tables(tree)}

@@ -27,7 +27,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 38
+INDEX_VERSION = 39
 
 
 @dataclass(frozen=True)
@@ -248,7 +248,7 @@ class RepoIndex:
         if not _visible(name, kind):
             return False
         seen = False
-        for path in self.paths_mentioning(f"{name}("):
+        for path in self.paths_mentioning(name[:-1] if kind == "table" else f"{name}("):
             if is_test_path(path):
                 continue
             facts = self.facts(path) or {}
@@ -262,6 +262,14 @@ class RepoIndex:
                     if depth <= 1 or caller == name or not self.called_grad_off(caller, caller_kind, depth - 1, path):
                         return False
                 seen = True
+        if kind == "function" and origin is not None:
+            # Reached through a dispatch table of its file (`EXPERIMENTS[name](model, ...)` under
+            # `with torch.no_grad():`): every call through the table counts as a call of it.
+            for table, held in sorted(((self.facts(origin) or {}).get("tables") or {}).items()):
+                if name in held:
+                    if not self.called_grad_off(f"{table}[]", "table", depth, None):
+                        return False
+                    seen = True
         return seen
 
     def text(self, path: str) -> str | None:
@@ -274,24 +282,9 @@ class RepoIndex:
         (`from beam_search import search` beside another recipe's `beam_search.py`.)"""
         key = (path, name, origin)
         if key not in self._imports:
-            self._imports[key] = self._read_imports_another(path, name, origin)
+            self._imports[key] = _read_imports_another(self.text, path, name, origin)
         return self._imports[key]
 
-    def _read_imports_another(self, path: str, name: str, origin: str) -> bool:
-        text = self.text(path)
-        if not text:
-            return False
-        definition = re.compile(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", re.MULTILINE)
-
-        def defines(candidate: str) -> bool | None:
-            other = self.text(candidate)
-            return None if other is None else bool(definition.search(other))
-
-        for match in _FROM_IMPORT.finditer(text):
-            names = {part.split(" as ")[0].strip() for part in (match.group(2) or match.group(3)).replace("\n", " ").split(",")}
-            if name in names:
-                return not _names_file(match.group(1), path, origin, defines)
-        return False
 
     def grad_off_at_import(self, path: str) -> bool:
         """Whether importing the file `path` turns autograd off for the whole process: a
@@ -389,11 +382,29 @@ def _after_self(fn: Facts, kind: str = "method") -> int:
 _FRAMEWORK_CALLED = re.compile(r"^(?:forward|step|backward|fit|train|run|setup|teardown|\w*_step|on_\w+|configure_\w+|\w*_hook|__\w+__)$")
 
 
+def _read_imports_another(read: Callable[[str], str | None], path: str, name: str, origin: str) -> bool:
+    text = read(path)
+    if not text:
+        return False
+    definition = re.compile(rf"^(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", re.MULTILINE)
+
+    def defines(candidate: str) -> bool | None:
+        other = read(candidate)
+        return None if other is None else bool(definition.search(other))
+
+    for match in _FROM_IMPORT.finditer(text):
+        names = {part.split(" as ")[0].strip() for part in (match.group(2) or match.group(3)).replace("\n", " ").split(",")}
+        if name in names:
+            return not _names_file(match.group(1), path, origin, defines)
+    return False
+
+
 def _visible(name: str, kind: str) -> bool:
     """Whether every call of the function is written out in the repository: a module-level
     function or a method is called by name (a handler's `eval_batch` from the `@torch.no_grad()`
-    loop that owns it); a method a framework calls for the repository is not."""
-    return bool(name) and (kind == "function" or (kind == "method" and not _FRAMEWORK_CALLED.match(name)))
+    loop that owns it), a dispatch table by its name and a key (`TABLE[key](...)`, kind
+    "table"); a method a framework calls for the repository is not."""
+    return bool(name) and (kind in ("function", "table") or (kind == "method" and not _FRAMEWORK_CALLED.match(name)))
 
 
 def _all_without_graph(defs: Iterable[Facts | None]) -> bool | None:

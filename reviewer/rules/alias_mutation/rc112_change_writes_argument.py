@@ -23,6 +23,26 @@ _VALID = (
     Valid(
         """
         import torch
+        def fit(model, tasks: list, epochs):
+            if not isinstance(epochs, list):
+                epochs = [epochs] * len(tasks)
+            epochs += [epochs[-1]] * (len(tasks) - len(epochs)) if len(epochs) < len(tasks) else []
+            for task, n in zip(tasks, epochs):
+                model.fit(task, n)
+        """,
+        "`+=` of a list extends a list: a tensor takes no list, so no caller's tensor is written (distributed-continual-learning)",
+        before="""
+        import torch
+        def fit(model, tasks: list, epochs):
+            if not isinstance(epochs, list):
+                epochs = [epochs] * len(tasks)
+            for task, n in zip(tasks, epochs):
+                model.fit(task, n)
+        """,
+    ),
+    Valid(
+        """
+        import torch
         from torch import nn
         class NeuralMemory(nn.Module):
             def __init__(self, dim: int, heads: int, momentum_order = 1, include_zeroth = False):
@@ -417,8 +437,7 @@ def _writes(flow: FunctionFlow, params: set[str]) -> Iterator[tuple[cst.CSTNode,
             self.shadowed.pop()
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            literal = isinstance(node.value, (cst.List, cst.Tuple, cst.SimpleString, cst.FormattedString))
-            if isinstance(node.target, cst.Name) and self.ours(node.target.value) and tensorish(node.target.value) and not literal:
+            if isinstance(node.target, cst.Name) and self.ours(node.target.value) and tensorish(node.target.value) and not _sequence(node.value):
                 out.append((node, node.target.value))
 
         def visit_Expr(self, node: cst.Expr) -> None:
@@ -476,6 +495,16 @@ def _made_afresh(flow: FunctionFlow, node: cst.CSTNode, param: str) -> bool:
         return False
     bind = last_bind(flow, param, anchor.index, reaching=anchor)
     return bind is not None and bind.expr is not None and param not in names_in(bind.expr) and on_every_path(bind, anchor, anchor)
+
+
+def _sequence(node: cst.BaseExpression) -> bool:
+    """A list, tuple or string, made however (`[epochs[-1]] * n if short else []`): `+=` of one
+    extends a list or a string, since a tensor takes neither (`TypeError`)."""
+    if isinstance(node, cst.IfExp):
+        return _sequence(node.body) and _sequence(node.orelse)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Multiply)):
+        return _sequence(node.left) or _sequence(node.right)
+    return isinstance(node, (cst.List, cst.Tuple, cst.ListComp, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
 
 
 def _int_literal(node: cst.BaseExpression | None) -> bool:

@@ -218,6 +218,24 @@ _VALID = (
     Valid(
         """
         import torch
+        import torch.nn.functional as F
+        def l2_attack(model, images, labels, eps: float, alpha: float, steps: int):
+            delta = torch.randn_like(images) * eps
+            adv = (images + delta).clamp(0, 1)
+            for _ in range(steps):
+                adv = adv.detach().requires_grad_(True)
+                grad = torch.autograd.grad(F.cross_entropy(model(adv), labels), adv)[0]
+                delta = adv - images
+                delta = delta + alpha * grad
+                delta = delta / torch.clamp(delta.flatten(1).norm(dim=1) / eps, min=1.0).view(-1, 1, 1, 1)
+                adv = (images + delta).clamp(0, 1)
+            return adv.detach()
+        """,
+        "each pass starts `delta` afresh from the new leaf `adv` and then updates it: nothing is carried from the pass before",
+    ),
+    Valid(
+        """
+        import torch
         def evaluate(model, loader):
             total = 0.0
             with torch.no_grad():
@@ -490,13 +508,17 @@ def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
     """The name is set afresh earlier in this same call (or, in a loop, this same pass), on
     every path to the update (in the update's own arm or one around it: `self.model =
     build(); if cuda: self.model = self.model.cuda()`), so what the update reads is this
-    call's value, not the last call's."""
-    bind = last_bind(flow, acc.name, acc.index)
-    if bind is None or bind.expr is None or (acc.name in names_in(bind.expr, attributes=True) and bind.value.grad is not Tri.NO):
-        return False  # `self.h = self.h.unsqueeze(0)` carries the last value's graph on (`self.h.detach()` would not)
-    return acc.arms[: len(bind.arms)] == bind.arms and bind.loops == acc.loops and not any(
-        isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events
-    )
+    call's value, not the last call's. Updates of its own between the two, on every path
+    too, change this pass's value (`delta = x - x0; delta = delta + step; delta = delta /
+    norm`, a PGD step's projection)."""
+    before = acc.index
+    while (bind := last_bind(flow, acc.name, before)) is not None and bind.expr is not None:
+        if acc.arms[: len(bind.arms)] != bind.arms or bind.loops != acc.loops:
+            return False
+        if acc.name not in names_in(bind.expr, attributes=True) or bind.value.grad is Tri.NO:
+            return not any(isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events)
+        before = bind.index  # `self.h = self.h.unsqueeze(0)`: it carries on whatever came before it
+    return False
 
 
 def _restarted_on_request(flow: FunctionFlow, acc: Accumulate) -> bool:
