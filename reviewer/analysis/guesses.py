@@ -270,7 +270,7 @@ LABEL_PARAMETER = re.compile(r"^(labels?|targets?|y|y_true|gt|gt_labels)$")
 # A name for token ids or indices (`input_ids`, `text_ids`, `idx`, `tokens`): integer
 # already, so `.long()` of it changes nothing (RC342 leaves `ids.clone().long()`, where the
 # clone is then the one copy). Labels are not among them: float soft labels are common.
-INTEGER_NAME = re.compile(r"(^|_)(ids?|idx|idxs|indices|index|tokens?)$", re.I)
+INTEGER_NAME = re.compile(r"(^|_)(ids?|idx|idxs|indices|index|tokens?|perm|perms|permutation)$", re.I)
 
 # --------------------------------------------------------------- snapshots
 # A name that says its value is kept as a copy to compare with or restore later:

@@ -22,6 +22,9 @@ _MODULE_ANNOTATIONS = frozenset(("torch.nn.Module", "torch.nn.modules.module.Mod
 # Methods of dicts and lists that no tensor has.
 _CONTAINER_ONLY_METHODS = frozenset(("keys", "items", "get", "setdefault", "popitem", "append", "extend", "insert"))
 _CONTAINER_ANNOTATIONS = frozenset(("list", "List", "tuple", "Tuple", "dict", "Dict", "Sequence", "Iterable", "Mapping"))
+# `model: Callable`: a function the caller hands over (a predict wrapper under `no_grad` as often
+# as a module), whatever the parameter's name says; what it returns is not known.
+_CALLABLE_ANNOTATIONS = frozenset(("typing.Callable", "collections.abc.Callable", "Callable"))
 
 
 def bind(cx: Context, fn: cst.FunctionDef) -> None:
@@ -257,7 +260,7 @@ def annotation_kind(cx: Context, ann: cst.BaseExpression) -> Kind:
             return annotation_kind(cx, inner[0])
         if head == "Union":
             return _union([annotation_kind(cx, x) for x in inner])
-        return Kind.OTHER if head in _CONTAINER_ANNOTATIONS else Kind.UNKNOWN
+        return Kind.OTHER if head in _CONTAINER_ANNOTATIONS or head == "Callable" else Kind.UNKNOWN
     if isinstance(ann, cst.BinaryOperation):  # Tensor | None
         return _union([annotation_kind(cx, ann.left), annotation_kind(cx, ann.right)])
     if isinstance(ann, cst.Name) and ann.value == "None":
@@ -272,7 +275,7 @@ def annotation_kind(cx: Context, ann: cst.BaseExpression) -> Kind:
             return Kind.MODULE
         if q.startswith("torch.optim.") or q.endswith("Optimizer"):
             return Kind.OPTIMIZER
-        if q in ("int", "float", "bool", "str", "bytes", "complex"):
+        if q in ("int", "float", "bool", "str", "bytes", "complex") or q in _CALLABLE_ANNOTATIONS:
             return Kind.OTHER
         if q in ("numpy.ndarray", "np.ndarray"):
             return Kind.NDARRAY

@@ -287,3 +287,39 @@ def test_a_parameter_annotated_with_a_scipy_class_is_no_tensor_whatever_its_name
         """
     )
     assert f.params["adj"].kind is Kind.OTHER and f.params["adj_t"].kind is Kind.TENSOR
+
+
+def test_a_parameter_annotated_callable_is_no_module_whatever_its_name() -> None:
+    # A metric that takes `model: Callable` is handed a predict wrapper (under no_grad, on
+    # arrays) as often as a module: what the call returns is not known to hold a graph.
+    f = flow(
+        """
+        from collections.abc import Callable as Fn
+        from typing import Callable
+        import numpy as np
+        def f(series: np.ndarray, model: Callable, net: Callable[[np.ndarray], np.ndarray], critic: Fn, policy):
+            policy(series)
+            return model(series), net(series), critic(series)
+        """
+    )
+    kinds = {name: value.kind for name, value in f.params.items()}
+    assert kinds["model"] is Kind.OTHER and kinds["net"] is Kind.OTHER and kinds["critic"] is Kind.OTHER
+    assert kinds["policy"] is Kind.MODULE
+
+
+def test_a_model_called_on_arrays_only_is_a_predict_function_not_a_forward() -> None:
+    # Explainers built for any classifier call `model(x_np)` on NumPy arrays when the model
+    # is not a torch one: no module takes an ndarray, so nothing says a graph comes back.
+    f = flow(
+        """
+        import numpy as np
+        import torch
+        def f(model, x: torch.Tensor):
+            x_np = x.detach().cpu().numpy()
+            scores = model(x_np.reshape(1, -1))
+            logits = model(x)
+            return scores, logits
+        """
+    )
+    assert bound(f, "scores")[0].value.kind is Kind.UNKNOWN
+    assert bound(f, "logits")[0].value.kind is Kind.TENSOR and bound(f, "logits")[0].value.grad is Tri.YES

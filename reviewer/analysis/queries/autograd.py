@@ -162,11 +162,11 @@ def graphless_helper_call(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
 
 
 def _graph(value: Value) -> frozenset[int]:
-    """The saved records a value's graph holds, its items' and elements' included."""
-    found = value.graph
-    for part in (*(value.items or ()), *((value.element,) if value.element is not None else ())):
-        found |= part.graph
-    return found
+    """The saved records a value's graph holds, its items' and elements' included. A value
+    that does not require grad (`sigmoid(x).detach().numpy()`: memory shared with a saved
+    output, but no `grad_fn`) leads no backward to them."""
+    parts = (value, *(value.items or ()), *((value.element,) if value.element is not None else ()))
+    return frozenset().union(*(part.graph for part in parts if part.grad is not Tri.NO))
 
 
 # Torch ops that return (values, indices): only the values are differentiable.

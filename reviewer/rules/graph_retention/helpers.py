@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
@@ -11,7 +12,7 @@ from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
 from review_copies.analysis.syntax import dotted, names_in
-from review_copies.analysis.values import Tri
+from review_copies.analysis.values import Kind, Tri
 
 
 def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -35,11 +36,36 @@ def combined_after(flow: FunctionFlow, name: str, loop: Loop) -> bool:
     name alone (nothing in it backpropagates or steps an optimizer), whose list or sum is
     this call's material (an RNN cell's states, its result), not a log."""
     node = loop.node
-    if not isinstance(node, cst.For) or not (isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"):
+    if not isinstance(node, cst.For):
         return False
-    if trains_inside(flow, loop):
+    counted = isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"
+    if not (counted or _chunks(flow, node.iter, loop)) or trains_inside(flow, loop):
         return False
     return any(isinstance(e, Use) and e.name == name and e.line > loop.end for e in flow.events)
+
+
+_SPLITTING = frozenset(("split", "chunk", "tensor_split", "unbind"))
+
+
+def _chunks(flow: FunctionFlow, expr: cst.BaseExpression, loop: Loop) -> bool:
+    """`for batch in batches:` over pieces of a tensor this call holds (`batches = [embedded]`,
+    `get_minibatches(embedded, chunk)`, `embedded.split(chunk)`): one forward, chunked to fit
+    in memory, whose outputs the call puts back together; not a loader's batches, which the
+    loop takes for steps. Each binding of the name before the loop must be such."""
+    if isinstance(expr, cst.Name):
+        binds = [e for e in flow.of(Bind) if e.name == expr.value and e.line < loop.start]
+        return bool(binds) and all(b.expr is not None and _chunks(flow, b.expr, loop) for b in binds)
+
+    def tensor(node: cst.BaseExpression) -> bool:
+        return flow.value(node).kind is Kind.TENSOR
+
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return bool(expr.elements) and all(tensor(e.value) for e in expr.elements)
+    if not isinstance(expr, cst.Call) or re.search(r"(?i)loader|dataset|sampler", dotted(expr.func) or ""):
+        return False
+    if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _SPLITTING:
+        return tensor(expr.func.value) or dotted(expr.func.value) == "torch"
+    return any(tensor(arg.value) for arg in expr.args if arg.keyword is None)
 
 
 def cut_later_this_pass(flow: FunctionFlow, acc: Accumulate) -> bool:

@@ -20,6 +20,18 @@ _VALID = (
     Valid(
         """
         import torch
+        def run_network(network_fn, pts: torch.Tensor, chunk: int):
+            batches = pts.reshape(-1, pts.shape[-1]).split(chunk)
+            preds = []
+            for batch in batches:
+                preds.append(network_fn(batch))
+            return torch.cat(preds).reshape(*pts.shape[:-1], -1)
+        """,
+        "one forward over the call's own points, chunked to fit in memory and put back together: not a step loop (a NeRF's `run_network`)",
+    ),
+    Valid(
+        """
+        import torch
         import torch.nn.functional as F
         def inner_loop(fnet, inputs, labels, lr: float, num_steps: int = 1):
             fast_weights = list(fnet.parameters())

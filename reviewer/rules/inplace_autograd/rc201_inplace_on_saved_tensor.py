@@ -20,6 +20,22 @@ _VALID = (
     Valid(
         """
         import torch
+        def predict(model, loader):
+            results = []
+            for x in loader:
+                outputs = model(x)
+                probs = torch.sigmoid(outputs).cpu().detach().numpy()
+                labels = (outputs > 0).long().cpu().numpy()
+                for i in range(len(labels)):
+                    probs[i, 0] = float(labels[i])
+                results.append(probs)
+            return results
+        """,
+        "the array shares memory with sigmoid's saved output, but nothing that requires grad is kept: no backward reaches that sigmoid",
+    ),
+    Valid(
+        """
+        import torch
         from torch import nn
         class TD3Policy(nn.Module):
             def __init__(self, critic1: nn.Module, critic2: nn.Module, critic1_optim: torch.optim.Optimizer, critic2_optim: torch.optim.Optimizer) -> None:

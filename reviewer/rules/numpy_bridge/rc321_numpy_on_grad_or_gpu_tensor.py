@@ -6,19 +6,33 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Call, Event, FunctionFlow
-from review_copies.analysis.queries.aliasing import last_bind
-from review_copies.analysis.queries.callers import called_grad_off_in_repository
-from review_copies.analysis.queries.handed import classes_bound, classes_handed, frozen_handed
+from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.rewrite import chain, method
-from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name, code_of, dotted, receiver_of
+from review_copies.analysis.syntax import call_method_name, code_of, receiver_of
 from review_copies.analysis.values import Device, Tri, Value
-from review_copies.index.classes import plain_class
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
+from review_copies.rules.numpy_bridge.helpers import graph_as_known
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        def search(model, x: torch.Tensor, target: int, steps: int):
+            x = x.clone().requires_grad_(True)
+            opt = torch.optim.Adam([x], lr=0.01)
+            for _ in range(steps):
+                probs = torch.softmax(model(x), dim=-1)
+                loss = -torch.log(probs[0, target])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    best = probs.squeeze().cpu().numpy()
+            return x.detach(), best
+        """,
+        "`.numpy()` refuses a tensor that requires grad only while grad mode is on: under `no_grad` it converts (a counterfactual search's best prediction)",
+    ),
     Valid(
         """
         import pickle
@@ -452,121 +466,16 @@ class NumpyOnGradOrGpuTensor(Rule):
             if event.method == "numpy" and event.receiver is not None and event.receiver.is_tensor:
                 if any(a.keyword is not None and a.keyword.value == "force" for a in event.call.args):
                     continue
-                value = _without_grad_off_graph(flow, event.receiver, receiver_of(event.call), event)
+                value = graph_as_known(flow, event.receiver, receiver_of(event.call), event)
                 problem = _problem(value, code_of(receiver_of(event.call)))
                 if problem:
                     yield Hit(event.node, problem, (event.node, _fixed_numpy(event.call)), claims=_claims(value))
             elif event.is_any(("numpy.asarray", "numpy.array", "numpy.asanyarray")) and event.args and event.args[0].is_tensor:
                 arg = event.call.args[0].value
-                value = _without_grad_off_graph(flow, event.args[0], arg, event)
+                value = graph_as_known(flow, event.args[0], arg, event)
                 problem = _problem(value, code_of(arg))
                 if problem:
                     yield Hit(event.node, problem, (arg, chain(_base(arg), "detach", "cpu")), claims=_claims(value))
-
-
-def _without_grad_off_graph(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, use: Event) -> Value:
-    """The tensor as the repository knows it: what a method or function defined under
-    `@torch.no_grad()` returned (`actor.select_action(obs).cpu()`, or a name bound to it), or
-    one that returns only values that can carry none (`x.new_zeros(n, dtype=torch.long)`),
-    carries no graph, whatever a guess about calling a module said; nor does anything in a
-    function every caller of which runs it with autograd off (followed a few calls up)."""
-    if value.grad is not Tri.YES or flow.index is None:
-        return value
-    if called_grad_off_in_repository(flow):
-        return value.but(grad=Tri.NO)
-    tensor_methods = api.tensor_methods()
-    for _ in range(8):
-        if isinstance(expr, cst.Name):
-            bind = _reaching_bind(flow, expr.value, use)
-            if bind is None or bind.expr is None:
-                return value
-            expr, use = bind.expr, bind
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in tensor_methods:
-            expr = expr.func.value  # `.squeeze(0)`, `.cpu()`, `.float()`: a graph passes through
-        elif isinstance(expr, cst.Subscript):
-            expr = expr.value  # `pred[:, :, 0, 0]`, `model(x)[0]`: so does indexing
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and _a_plain_object(flow, expr.func, use.index):
-            return value.but(grad=Tri.MAYBE)  # `model: Client`: a plain class's `__call__` (a socket client), not a forward pass
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and _frozen_module(flow, expr.func, use.index):
-            return value.but(grad=Tri.MAYBE)  # its graph, if any, comes from its input
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
-            name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
-            cls = _class_of(flow, expr.func.value, use.index) if isinstance(expr.func, cst.Attribute) else ""
-            known = flow.index.method_returns_no_graph(cls, name) if cls else None
-            off = known if known is not None else flow.index.returns_no_graph(name)
-            return value.but(grad=Tri.NO) if off else value
-        else:
-            return value
-    return value
-
-
-def _reaching_bind(flow: FunctionFlow, name: str, use: Event) -> Bind | None:
-    """The binding of `name` that the use reads: the last one before it, but not one in the
-    other arm of an `if` around the use when the same iteration of the loop around both
-    binds the name first on every path (`pred = model(batch)[0]` at the top of the loop,
-    `pred = pca.transform(pred)` in the `if` arm, `pred.numpy()` in the `else` arm)."""
-    binds = [e for e in flow.events if isinstance(e, Bind) and e.name == name and e.index < use.index]
-    for i in range(len(binds) - 1, -1, -1):
-        bind = binds[i]
-        killed = any(k.loops == use.loops and set(k.arms) <= set(use.arms) for k in binds[:i])
-        if not (killed and _opposite_arms(flow, bind.line, use.line)):
-            return bind
-    return None
-
-
-def _opposite_arms(flow: FunctionFlow, one: int, other: int) -> bool:
-    """Whether the two lines sit in the two arms of one `if` of the function."""
-    if flow.scope is None:
-        return False
-    found = False
-
-    class Find(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            nonlocal found
-            if node.orelse is None:
-                return
-            (a, b), (c, d) = flow.file.span(node.body), flow.file.span(node.orelse)
-            found = found or (a <= one <= b and c <= other <= d) or (a <= other <= b and c <= one <= d)
-
-    flow.scope.node.visit(Find())
-    return found
-
-
-def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:
-    """Whether the module called is built, here or by every caller that hands it over (a few
-    calls up), from a class of the repository whose constructor turns off grad for all its
-    parameters (pytorch-fid's `InceptionV3`, built with `requires_grad=False`)."""
-    assert flow.index is not None
-    if module.value in flow.params and frozen_handed(flow.file, flow.scope, module.value):
-        return True  # StyleGAN's `G_ema = copy.deepcopy(G).eval()` of a `G` built with `.requires_grad_(False)`
-    own = _class_of(flow, module, before)
-    classes = frozenset((own,)) if own else None
-    if classes is None and flow.scope is not None:
-        classes = classes_handed(flow.file, flow.scope, module.value) if module.value in flow.params else classes_bound(flow.scope, module.value)
-    return bool(classes) and all(flow.index.builds_frozen(c) for c in classes)
-
-
-def _a_plain_object(flow: FunctionFlow, callee: cst.Name, before: int) -> bool:
-    """The callee is declared or built as a repository class that derives from `object` alone."""
-    cls, index = _class_of(flow, callee, before), flow.index
-    return bool(cls) and index is not None and bool(flow.file.once(("plain class", cls), lambda: plain_class(index, cls)))
-
-
-def _class_of(flow: FunctionFlow, receiver: cst.BaseExpression, before: int) -> str:
-    """The class a receiver is declared or built as: `actor: Actor` among the parameters, or
-    `actor = Actor(cfg)`; "" when neither says."""
-    if not isinstance(receiver, cst.Name):
-        return ""
-    scope = flow.scope
-    if scope is not None and isinstance(scope.node, cst.FunctionDef):
-        for param in (*scope.node.params.params, *scope.node.params.kwonly_params):
-            if param.name.value == receiver.value and param.annotation is not None:
-                return dotted(param.annotation.annotation).rpartition(".")[2]
-    bind = last_bind(flow, receiver.value, before)
-    if bind is not None and isinstance(bind.expr, cst.Call):
-        built = dotted(bind.expr.func).rpartition(".")[2]
-        return built if built[:1].isupper() else ""
-    return ""
 
 
 def _problem(value: Value, what: str) -> str:

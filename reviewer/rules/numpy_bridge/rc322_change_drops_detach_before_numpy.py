@@ -88,6 +88,25 @@ class ChangeDropsDetachBeforeNumpy(Rule):
                 return table
             """,
         ),
+        Valid(
+            """
+            import torch
+            def step(model, x: torch.Tensor):
+                probs = model(x).softmax(-1)
+                (-probs[:, 0].log().mean()).backward()
+                with torch.no_grad():
+                    return probs.numpy()
+            """,
+            "under `no_grad` `.numpy()` converts a tensor that requires grad: the dropped `.detach()` guarded nothing",
+            before="""
+            import torch
+            def step(model, x: torch.Tensor):
+                probs = model(x).softmax(-1)
+                (-probs[:, 0].log().mean()).backward()
+                with torch.no_grad():
+                    return probs.detach().numpy()
+            """,
+        ),
     )
     INVALID = (
         Invalid(
@@ -124,12 +143,15 @@ class ChangeDropsDetachBeforeNumpy(Rule):
                 continue
             if _guarded_before(flow, event.stmt, dropped):
                 continue  # `g, res = g.cpu().detach(), res.cpu().detach()` first: the guard moved up, it was not dropped
-            reported.add(event.line)
             risks = []
-            if any(d.what == ".detach()" for d in dropped):
+            # Under `no_grad` the conversion takes a tensor that requires grad: only the grad mode is checked.
+            if any(d.what == ".detach()" for d in dropped) and not event.no_grad:
                 risks.append("requires grad (\"Can't call numpy() on Tensor that requires grad\")")
             if any(d.what == ".cpu()" for d in dropped):
                 risks.append("lives on a GPU (\"can't convert cuda:0 device type tensor to numpy\")")
+            if not risks:
+                continue
+            reported.add(event.line)
             message = (
                 f"This change drops {dropped_words(dropped)} from `{dropped[0].before}`: the base version guarded against a "
                 f"tensor that {' or '.join(risks)}, and `{code}` now raises on one. Put {dropped_words(dropped)} back."

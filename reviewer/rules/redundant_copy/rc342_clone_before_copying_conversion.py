@@ -10,7 +10,7 @@ from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.guesses import INTEGER_NAME
 from review_copies.analysis.rewrite import clean_args, kwarg, method
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, dotted, names_in, short_code
+from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in, receiver_of, short_code
 from review_copies.analysis.values import Device
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -65,6 +65,17 @@ class CloneBeforeCopyingConversion(Rule):
                 return x.clone().numpy()
             """,
             ".numpy() does not copy: the clone is needed",
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Deployed(nn.Module):
+                def __init__(self, conv: nn.Conv2d):
+                    super().__init__()
+                    self.register_buffer("cin_perm", conv.cin_perm.detach().clone().long())
+            """,
+            "a permutation is an integer tensor (an argsort's result): `.long()` returns it as it is, and the clone is the one copy",
         ),
         Valid(
             """
@@ -241,7 +252,10 @@ _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
 
 
 def _named_integer(base: cst.BaseExpression) -> bool:
-    """A name or attribute (not a slice of one: `t[:, 1]` of a float table) named for ids."""
+    """A name or attribute (not a slice of one: `t[:, 1]` of a float table) named for ids or a
+    permutation (`conv._cin_perm.detach()`, an argsort's result), detached or not."""
+    while isinstance(base, cst.Call) and call_method_name(base) == "detach" and not base.args:
+        base = receiver_of(base)
     return isinstance(base, (cst.Name, cst.Attribute)) and bool(INTEGER_NAME.search(dotted(base).split(".")[-1]))
 
 
