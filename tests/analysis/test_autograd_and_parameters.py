@@ -318,8 +318,10 @@ def test_a_model_called_on_arrays_only_is_a_predict_function_not_a_forward() -> 
             x_np = x.detach().cpu().numpy()
             scores = model(x_np.reshape(1, -1))
             logits = model(x)
-            return scores, logits
+            n = len(x_np)
+            return scores, logits, n
         """
     )
     assert bound(f, "scores")[0].value.kind is Kind.UNKNOWN
+    assert bound(f, "n")[0].value.kind is Kind.SCALAR  # a builtin over an array is still what it was
     assert bound(f, "logits")[0].value.kind is Kind.TENSOR and bound(f, "logits")[0].value.grad is Tri.YES

@@ -24,9 +24,9 @@ def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Va
     if name == "cls" and callee.kind is Kind.MODULE:
         # `cls(...)` in a classmethod builds a new instance; it does not run the forward pass.
         return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=callee.has_params, roots=cx.new_root(node, "params"), fresh=True, origin=f"`{short_code(node)}`")
-    if args and all(a.kind is Kind.NDARRAY for a in args):
-        return UNKNOWN  # `model(x_np.reshape(1, -1))`: a predict function over arrays, not a module's forward
     if callee.kind is Kind.MODULE or (callee.kind is Kind.UNKNOWN and dotted(func).startswith("self.") and cx.module_class):
+        if args and all(a.kind is Kind.NDARRAY for a in args):
+            return UNKNOWN  # `model(x_np.reshape(1, -1))`: a predict function over arrays, not a module's forward
         return call_module(cx, node, func, callee, args)
     if name in _SCALAR_BUILTINS and not (name == "abs" and first.kind is Kind.TENSOR):
         return NONE if name == "print" else INTEGER if name in ("len", "int") else SCALAR
