@@ -381,13 +381,23 @@ def new_session_keyring() -> None:
     _libc.syscall(_SYS_KEYCTL, _KEYCTL_JOIN_SESSION_KEYRING, None)
 
 
-def _mapped_bytes() -> int:
-    """This process's address space (0 when /proc cannot say)."""
+def _statm_bytes(field: int) -> int:
+    """A field of this process's `/proc/self/statm`, in bytes (0 when /proc cannot say)."""
     try:
         with open("/proc/self/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            return int(fh.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def _mapped_bytes() -> int:
+    """This process's address space (0 when /proc cannot say)."""
+    return _statm_bytes(0)
+
+
+def resident_bytes() -> int:
+    """This process's resident size (0 when /proc cannot say)."""
+    return _statm_bytes(1)
 
 
 def set_limits(limits: Limits, cuda: bool) -> None:

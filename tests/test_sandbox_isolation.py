@@ -454,11 +454,12 @@ def test_a_grown_worker_does_not_spend_its_probes_memory() -> None:
     """A warm worker grows over a long review (a 400 MiB heap here), and each probe it
     forks shares those pages: a probe that fills 250 MiB under a 300 MiB cap runs to its
     end; one that fills the cap and the worker's size over again is stopped."""
+    from review_copies.sandbox import isolate
     from review_copies.sandbox.worker import zygote
 
     ballast = bytearray(b"\x01" * (400 << 20))
     try:
-        worker_size = zygote._resident_bytes()
+        worker_size = isolate.resident_bytes()
         cap = zygote._tree_cap(300 << 20, worker_size)
         within = zygote._watch_tree(_filled_child(250 << 20), cap)
         beyond = zygote._watch_tree(_filled_child((300 << 20) + worker_size), cap)

@@ -455,7 +455,7 @@ def _calls(
         # read again is its callers' to say (a wrapper `def _forward(self, x): return self._f(x)`).
         through = sorted(theirs - again)
         # `TABLE[key](...)`: a call of whatever function the table holds, named after the table.
-        callee = callee_name(node.func) if node.func is _called(node.func) else f"{callee_name(_called(node.func))}[]"
+        callee = f"{callee_name(node.func.value)}[]" if isinstance(node.func, ast.Subscript) else callee_name(node.func)
         off_here = off or any(s <= line <= e for s, e in spans)
         # `f(*args)` / `f(**kw)`: how many arguments, and which names, are not known.
         spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)

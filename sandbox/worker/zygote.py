@@ -225,7 +225,7 @@ class Zygote:
             workdir = isolate.enter_namespaces(self.caps, workdir, limits.tmpfs_bytes, self.need, request.hide)
             if not self.caps.namespaces:
                 self._probe_process(request, limits, cuda, workdir, result_w, err_w)
-            inherited = _resident_bytes()
+            inherited = isolate.resident_bytes()
             child = os.fork()
             if child == 0:
                 self._probe_process(request, limits, cuda, workdir, result_w, err_w)
@@ -362,15 +362,6 @@ def _tree_cap(memory_bytes: int, inherited: int) -> int:
     a warm worker grows) and the tree's sum charges it a share of each: the cap is what
     its processes may hold beyond them, as the address-space cap is."""
     return memory_bytes + inherited
-
-
-def _resident_bytes() -> int:
-    """This process's resident size (0 when /proc cannot say)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _close_fds_except(keep: set[int]) -> None:
