@@ -14,8 +14,9 @@ from review_copies.analysis.context import Context
 from review_copies.analysis.facts import is_local_module_class
 from review_copies.analysis.guesses import COMMENT, SCALAR_NAME, UsageEvidence, usage_evidence
 from review_copies.analysis.parse import LOOKALIKE_FRAMEWORKS, imported_packages
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, dotted, last
-from review_copies.analysis.values import Kind, Tri, Value
+from review_copies.analysis.values import Kind, Tri, Value, a_loader
 
 _TENSOR_ANNOTATIONS = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor", "torch.FloatTensor"))
 _MODULE_ANNOTATIONS = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module"))
@@ -124,6 +125,8 @@ def _value(cx: Context, param: cst.Param, evidence: UsageEvidence) -> Value:
     own = frozenset((roots.argument(name),))
     given = _given_kind(cx, name)
     kind = given or Kind.UNKNOWN
+    if given is None and param.annotation is not None and set(cx.qualnames(param.annotation.annotation)) & api.LOADER_CLASSES:
+        return a_loader(f"argument `{name}`")
     if given is None and param.annotation is not None:
         kind = annotation_kind(cx, param.annotation.annotation)
         if kind is Kind.TENSOR and evidence.methods.get(name, set()) & _CONTAINER_ONLY_METHODS:

@@ -169,6 +169,20 @@ def gpu_flag(*values: Value) -> str:
     return flags.pop() if len(flags) == 1 else ""
 
 
+def a_loader(origin: str) -> Value:
+    """A `torch.utils.data.DataLoader`: what iterating it yields is a batch read from a
+    dataset (a tensor, or a tuple or dict of them), taken for data that does not require
+    grad. A dataset that handed out tensors requiring grad would make batches that do with
+    no worker process, and with workers the default collate raises on them (it stacks into
+    shared memory with `out=`: measured, torch 2.13); the analysis assumes neither. Only
+    the batch's grad is known, not its kind."""
+    part = Value(kind=Kind.UNKNOWN, grad=Tri.NO, origin=f"a batch of {origin}")
+    batch = part.but(element=part)
+    return Value(kind=Kind.OTHER, grad=Tri.NO, op=LOADER, element=batch, origin=origin)
+
+
+# The `op` of a DataLoader's value: `iter` and `next` follow it to its batches.
+LOADER = "loader"
 UNKNOWN = Value()
 NONE = Value(kind=Kind.NONE, grad=Tri.NO)
 SCALAR = Value(kind=Kind.SCALAR, grad=Tri.NO)

@@ -232,3 +232,37 @@ def test_entries_of_a_dict_comprehension_of_clones_are_separate_memory() -> None
     t, valid, again = (bound(f, n)[0].value for n in ("t", "valid", "again"))
     assert not roots.overlaps(t.roots, valid.roots)
     assert roots.overlaps(t.roots, again.roots)
+
+
+def test_a_file_helper_that_returns_numpy_gives_an_array() -> None:
+    f = flow("""
+    import torch
+    def _to_numpy(t):
+        return t.cpu().detach().numpy()
+    def _maybe_numpy(t):
+        if t is None:
+            return None
+        return t.numpy()
+    def f(model, x):
+        a = _to_numpy(x)
+        b = _maybe_numpy(x)
+        out = model(a.reshape(1, -1))
+    """)
+    assert bound(f, "a")[0].value.kind is Kind.NDARRAY
+    assert bound(f, "b")[0].value.kind is Kind.UNKNOWN  # one of its returns is None
+    # A predict function over the array, not a module's forward pass (glacier's reimplementation).
+    assert bound(f, "out")[0].value.kind is Kind.UNKNOWN
+
+
+def test_a_dataloaders_batches_do_not_require_grad() -> None:
+    f = flow("""
+    import torch
+    from torch.utils.data import DataLoader
+    def f(dl: DataLoader, ds, items):
+        x, y = next(iter(dl))
+        for i, (a, b) in enumerate(DataLoader(ds, batch_size=8)):
+            pass
+        first = next(iter(items))
+    """)
+    assert bound(f, "x")[0].value.grad is Tri.NO and bound(f, "a")[0].value.grad is Tri.NO
+    assert bound(f, "first")[0].value.grad is Tri.MAYBE  # not a loader: nothing known

@@ -160,6 +160,8 @@ NON_TORCH_LIBRARIES = ("scipy.", "pandas.", "sklearn.", "networkx.")
 # `AutoProcessor(...)`): objects with a `__call__`, never modules, whose outputs are lists
 # unless asked for tensors.
 PREPROCESSOR_CLASS = re.compile(r"^transformers\.(?:\w+\.)*\w*(?:Tokenizer|TokenizerFast|Processor|FeatureExtractor)(?:\.from_pretrained)?$")
+# What builds a DataLoader, whose batches the analysis takes for data (`values.a_loader`).
+LOADER_CLASSES = frozenset(("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"))
 # Their classes build dataset objects, not tensors: what `.data` holds differs by dataset
 # (torchvision's CIFAR10 keeps a NumPy array there, MNIST a tensor).
 DATASET_LIBRARIES = ("torchvision.datasets.", "torchaudio.datasets.", "torchtext.datasets.")

@@ -10,7 +10,7 @@ from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.syntax import code_of, dotted, short_code
-from review_copies.analysis.values import INTEGER, NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value, gpu_flag
+from review_copies.analysis.values import INTEGER, LOADER, NONE, SCALAR, UNKNOWN, Device, Kind, Tri, Value, gpu_flag
 
 # How a value's origin begins when it is what another callable returned (a module call, the
 # step before in a pipeline): rules quote such an origin to say why a name is a tensor.
@@ -28,6 +28,12 @@ def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Va
         if args and all(a.kind is Kind.NDARRAY for a in args):
             return UNKNOWN  # `model(x_np.reshape(1, -1))`: a predict function over arrays, not a module's forward
         return call_module(cx, node, func, callee, args)
+    if name == "iter" and first.op == LOADER:
+        return first
+    if name == "next" and first.op == LOADER and first.element is not None:
+        return first.element  # `next(iter(loader))`: one batch
+    if name and name not in cx.state and name in _numpy_helpers(cx):
+        return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), origin=f"`{short_code(node)}`")
     if name in _SCALAR_BUILTINS and not (name == "abs" and first.kind is Kind.TENSOR):
         return NONE if name == "print" else INTEGER if name in ("len", "int") else SCALAR
     origin = f"`{short_code(node)}`"
@@ -88,3 +94,44 @@ def call_module(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: V
     if not callee.device.may_be_gpu:
         return result
     return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device, gpu_if=gpu_flag(callee, first))
+
+
+def _numpy_helpers(cx: Context) -> frozenset[str]:
+    """The file's own functions that hand back a NumPy array from every `return`
+    (`def _to_numpy(t): return t.cpu().detach().numpy()`), by their name."""
+
+    def compute() -> frozenset[str]:
+        found = set()
+        for stmt in cx.file.module.body:
+            if isinstance(stmt, cst.FunctionDef):
+                finder = _Returns()
+                stmt.body.visit(finder)
+                if finder.values and all(_a_conversion(cx, v) for v in finder.values):
+                    found.add(stmt.name.value)
+        return frozenset(found)
+
+    return cx.file.once("numpy helpers", compute)
+
+
+def _a_conversion(cx: Context, expr: cst.BaseExpression | None) -> bool:
+    if not isinstance(expr, cst.Call):
+        return False
+    if isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "numpy" and not expr.args:
+        return True
+    return any(q in ("numpy.asarray", "numpy.array") for q in cx.file.imports.resolve(dotted(expr.func), ()))
+
+
+class _Returns(cst.CSTVisitor):
+    """The values of a function's own `return`s (not those of functions or lambdas inside it)."""
+
+    def __init__(self) -> None:
+        self.values: list[cst.BaseExpression | None] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.values.append(node.value)

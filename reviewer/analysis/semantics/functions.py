@@ -11,7 +11,7 @@ from review_copies.analysis.context import Context
 from review_copies.analysis.events import Backward, Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import keyword, keyword_is, last, retains_graph, short_code
-from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
+from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value, a_loader
 
 _FLOAT_FACTORIES = frozenset(("zeros", "ones", "empty", "rand", "randn", "full", "linspace", "logspace", "eye", "normal"))
 _JOINS = frozenset(("cat", "stack", "concat", "concatenate", "hstack", "vstack"))
@@ -30,6 +30,8 @@ def call_function(cx: Context, node: cst.Call, quals: tuple[str, ...], args: tup
         return Value(kind=Kind.TENSOR, grad=Tri.NO, dtype=api.LEGACY_DTYPES.get(short), device=Device.CUDA if ".cuda." in qual else Device.CPU, roots=cx.new_root(node), fresh=True)
     if qual in api.SHARING_FUNCTIONS:
         return _sharing(cx, node, qual, first, kwargs)
+    if qual in api.LOADER_CLASSES:
+        return a_loader(origin)
     if qual in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         off = kwargs.get("requires_grad") is not None and keyword_is(node, "requires_grad", "False")
         return first.but(kind=Kind.TENSOR, grad=Tri.NO if off else Tri.YES, leaf=True, fresh=False, via="", origin=origin)

@@ -11,6 +11,7 @@ from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFl
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import dotted, names_in
 from review_copies.analysis.values import Kind, Tri
 
@@ -133,3 +134,58 @@ def trimmed(flow: FunctionFlow, container: str) -> bool:
 
     scope.node.visit(_Find())
     return found
+
+
+# Conversions that return their receiver when nothing changes (`contiguous` too): applied to a
+# name's own value again and again, they convert it once.
+_IDEMPOTENT_CONVERSIONS = api.MAYBE_SELF_METHODS | {"contiguous"}
+
+
+def converted_in_place_of_itself(acc: Accumulate) -> bool:
+    """vlmaps' LSeg: `self.logit_scale = self.logit_scale.to(x.device)` on every call. After the
+    first call the conversion returns the tensor itself: no node is added, nothing piles up."""
+    node = acc.value_node
+    seen = False
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _IDEMPOTENT_CONVERSIONS:
+        node, seen = node.func.value, True
+    return seen and dotted(node) == acc.name
+
+
+def carries_only_detached(acc: Accumulate) -> bool:
+    """HAWQ's folded batch norm: `self.bn.running_mean = self.bn.running_mean.detach() * m + (1
+    - m) * batch_mean`. The value before enters only through `.detach()` (or `.data`,
+    `.item()`): no graph is carried from one call to the next, each call's replaces the last."""
+    found = _OldValue(acc.name)
+    acc.value_node.visit(found)
+    return found.cut and not found.raw
+
+
+class _OldValue(cst.CSTVisitor):
+    """Counts where an expression reads `name`: cut off from its graph, or as it is."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.cut = 0
+        self.raw = 0
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("detach", "item") and dotted(func.value) == self.name:
+            self.cut += 1
+            return False
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value == "data" and dotted(node.value) == self.name:
+            self.cut += 1
+            return False
+        return self._read(node)
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        return self._read(node)
+
+    def _read(self, node: cst.BaseExpression) -> bool:
+        if dotted(node) == self.name:
+            self.raw += 1
+            return False
+        return True

@@ -11,12 +11,11 @@ from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
-from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import combined_after, cut_later_this_pass, detached, differentiated
+from review_copies.rules.graph_retention.helpers import carries_only_detached, combined_after, converted_in_place_of_itself, cut_later_this_pass, detached, differentiated
 
 # The examples are the rule's tests, its docs and the LLM's few-shot block (as in every rule's
 # file); kept at module level here only because this class would otherwise pass 300 lines.
@@ -363,6 +362,23 @@ _VALID = (
         """,
         "`.to(device)` of its own value returns the tensor itself once it is there: converted once, not summed",
     ),
+    Valid(
+        """
+        import torch
+        import torch.nn as nn
+        class FoldedConvBN(nn.Module):
+            def __init__(self, channels: int):
+                super().__init__()
+                self.conv = nn.Conv2d(channels, channels, 3)
+                self.bn = nn.BatchNorm2d(channels)
+            def forward(self, x):
+                y = self.conv(x)
+                batch_mean = torch.mean(y, dim=(0, 2, 3))
+                self.bn.running_mean = self.bn.running_mean.detach() * self.bn.momentum + (1 - self.bn.momentum) * batch_mean
+                return y - batch_mean.view(1, -1, 1, 1)
+        """,
+        "the value before enters through `.detach()`: each call keeps its own step's graph only, replaced by the next (HAWQ's folded batch norm)",
+    ),
 )
 
 _INVALID = (
@@ -451,8 +467,10 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if acc.name.endswith(".data"):
             continue  # `w.data += x` sets the data through `set_data`, which keeps no autograd history
-        if _converted_in_place_of_itself(acc):
+        if converted_in_place_of_itself(acc):
             continue  # `self.scale = self.scale.to(x.device)`: the same tensor once it is there, not a sum
+        if carries_only_detached(acc):
+            continue  # `self.m = self.m.detach() * k + (1 - k) * x`: the sum before is cut off, one step's graph at a time
         if persistent and _restarted_on_request(flow, acc):
             continue  # `if t == 0: self.init_attention(x)`: the caller starts the sum afresh for each sequence
         if cut_later_this_pass(flow, acc):
@@ -575,17 +593,3 @@ def _starting_methods(cls: cst.ClassDef | None, name: str) -> frozenset[str]:
             found.add(stmt.name.value)
     return frozenset(found)
 
-
-# Conversions that return their receiver when nothing changes (`contiguous` too): applied to a
-# name's own value again and again, they convert it once.
-_IDEMPOTENT_CONVERSIONS = api.MAYBE_SELF_METHODS | {"contiguous"}
-
-
-def _converted_in_place_of_itself(acc: Accumulate) -> bool:
-    """vlmaps' LSeg: `self.logit_scale = self.logit_scale.to(x.device)` on every call. After the
-    first call the conversion returns the tensor itself: no node is added, nothing piles up."""
-    node = acc.value_node
-    seen = False
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _IDEMPOTENT_CONVERSIONS:
-        node, seen = node.func.value, True
-    return seen and dotted(node) == acc.name

@@ -107,6 +107,27 @@ class ChangeDropsDetachBeforeNumpy(Rule):
                     return probs.detach().numpy()
             """,
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+            def fit(regressor, dataloader: DataLoader):
+                X, Y = next(iter(dataloader))
+                X = X.cpu().numpy()
+                regressor.fit(X, np.ravel(Y.cpu().numpy()))
+            """,
+            "a batch drawn from a `DataLoader` is data, which does not require grad: the dropped `.detach()` guarded nothing (causalpruning)",
+            before="""
+            import numpy as np
+            import torch
+            from torch.utils.data import DataLoader
+            def fit(regressor, dataloader: DataLoader):
+                X, Y = next(iter(dataloader))
+                X = X.detach().cpu().numpy()
+                regressor.fit(X, np.ravel(Y.cpu().numpy()))
+            """,
+        ),
     )
     INVALID = (
         Invalid(
