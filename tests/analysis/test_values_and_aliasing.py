@@ -4,7 +4,7 @@ of code and what the analysis must know about them."""
 from __future__ import annotations
 
 from review_copies.analysis import roots
-from review_copies.analysis.events import Bind, Call, Write
+from review_copies.analysis.events import Accumulate, Bind, Call, Write
 from review_copies.analysis.values import Device, Kind, Tri
 from tests.analysis.helpers import bound, flow
 
@@ -266,3 +266,19 @@ def test_a_dataloaders_batches_do_not_require_grad() -> None:
     """)
     assert bound(f, "x")[0].value.grad is Tri.NO and bound(f, "a")[0].value.grad is Tri.NO
     assert bound(f, "first")[0].value.grad is Tri.MAYBE  # not a loader: nothing known
+
+
+def test_from_pretrained_through_an_instance_builds_a_module() -> None:
+    f = flow("""
+    import torch
+    from torch import nn
+    class Classifier(nn.Module):
+        def __init__(self, vocab_size, dim):
+            super().__init__()
+            self.embedding = nn.Embedding(vocab_size, dim)
+        def load_glove(self, weights):
+            self.embedding = self.embedding.from_pretrained(torch.FloatTensor(weights), freeze=True)
+    """, "Classifier.load_glove")
+    # Hypernet-image-captioning: a new module, not a submodule's forward pass kept on `self`.
+    assert not list(f.of(Accumulate))
+    assert [b.value.kind for b in bound(f, "self.embedding")] == [Kind.MODULE]

@@ -61,6 +61,10 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         # (`assign=True` puts the given tensors in place of the module's own: those are left as they were.)
         cx.emit(Write, node, target=Value(kind=Kind.TENSOR, roots=owned, grad=Tri.NO), target_node=func.value, op="load_state_dict", source=args[0] if args else None)
         return UNKNOWN
+    if method == "from_pretrained":
+        # `self.embedding.from_pretrained(weights)`: a classmethod that builds a new module
+        # (nn.Embedding's, a Hugging Face model's), called through an instance; no forward pass.
+        return Value(kind=Kind.MODULE, grad=Tri.NO, has_params=Tri.YES, roots=cx.new_root(node, "params"), fresh=True, origin=origin)
     # `cls._load(...)` in a classmethod calls the class's own method, as `self._load(...)` does.
     own_method = dotted(func.value) in ("self", "cls") and method in cx.class_methods
     if any(a.kind is Kind.NDARRAY for a in args) or method in ("predict", "predict_proba"):
