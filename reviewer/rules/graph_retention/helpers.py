@@ -157,7 +157,7 @@ def carries_only_detached(acc: Accumulate) -> bool:
     `.item()`): no graph is carried from one call to the next, each call's replaces the last."""
     found = _OldValue(acc.name)
     acc.value_node.visit(found)
-    return found.cut and not found.raw
+    return found.cut > 0 and found.raw == 0
 
 
 class _OldValue(cst.CSTVisitor):
