@@ -169,6 +169,10 @@ def gpu_flag(*values: Value) -> str:
     return flags.pop() if len(flags) == 1 else ""
 
 
+# The `op` of a DataLoader's value: `iter` and `next` follow it to its batches.
+LOADER = "loader"
+
+
 def a_loader(origin: str) -> Value:
     """A `torch.utils.data.DataLoader`: what iterating it yields is a batch read from a
     dataset (a tensor, or a tuple or dict of them), taken for data that does not require
@@ -181,8 +185,6 @@ def a_loader(origin: str) -> Value:
     return Value(kind=Kind.OTHER, grad=Tri.NO, op=LOADER, element=batch, origin=origin)
 
 
-# The `op` of a DataLoader's value: `iter` and `next` follow it to its batches.
-LOADER = "loader"
 UNKNOWN = Value()
 NONE = Value(kind=Kind.NONE, grad=Tri.NO)
 SCALAR = Value(kind=Kind.SCALAR, grad=Tri.NO)

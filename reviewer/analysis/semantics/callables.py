@@ -32,7 +32,7 @@ def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Va
         return first
     if name == "next" and first.op == LOADER and first.element is not None:
         return first.element  # `next(iter(loader))`: one batch
-    if name and name not in cx.state and name in _numpy_helpers(cx):
+    if name and name not in cx.state and _a_numpy_helper(cx, name):
         return Value(kind=Kind.NDARRAY, grad=Tri.NO, roots=cx.new_root(node, "np"), origin=f"`{short_code(node)}`")
     if name in _SCALAR_BUILTINS and not (name == "abs" and first.kind is Kind.TENSOR):
         return NONE if name == "print" else INTEGER if name in ("len", "int") else SCALAR
@@ -96,21 +96,27 @@ def call_module(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: V
     return result.but(device=callee.device if callee.device is not Device.CPU or first.device is Device.UNKNOWN else first.device, gpu_if=gpu_flag(callee, first))
 
 
-def _numpy_helpers(cx: Context) -> frozenset[str]:
-    """The file's own functions that hand back a NumPy array from every `return`
-    (`def _to_numpy(t): return t.cpu().detach().numpy()`), by their name."""
+def _a_numpy_helper(cx: Context, name: str) -> bool:
+    """Whether `name` is one of the file's own functions that hand back a NumPy array from
+    every `return` (`def _to_numpy(t): return t.cpu().detach().numpy()`). Asked per name
+    called, so only the functions called so are read, and only those that spell a conversion."""
 
-    def compute() -> frozenset[str]:
-        found = set()
+    def compute() -> bool:
+        lines = cx.file.statement_lines
         for stmt in cx.file.module.body:
-            if isinstance(stmt, cst.FunctionDef):
-                finder = _Returns()
-                stmt.body.visit(finder)
-                if finder.values and all(_a_conversion(cx, v) for v in finder.values):
-                    found.add(stmt.name.value)
-        return frozenset(found)
+            if not isinstance(stmt, cst.FunctionDef) or stmt.name.value != name:
+                continue
+            if lines is not None and stmt in lines:
+                start, end = lines[stmt]
+                if not any("numpy" in line or "array" in line for line in cx.file.lines[start - 1 : end]):
+                    continue  # no `.numpy()`, `np.asarray`, `np.array` written anywhere in it
+            finder = _Returns()
+            stmt.body.visit(finder)
+            if finder.values and all(_a_conversion(cx, v) for v in finder.values):
+                return True
+        return False
 
-    return cx.file.once("numpy helpers", compute)
+    return cx.file.once(("numpy helper", name), compute)
 
 
 def _a_conversion(cx: Context, expr: cst.BaseExpression | None) -> bool:
