@@ -72,7 +72,9 @@ def _narrow(cx: Context, test: cst.BaseExpression) -> tuple[State, State]:
     current = cx.state.get(key, UNKNOWN)
     quals = _type_names(cx, kinds)
     if any(q in _TENSOR_TYPES for q in quals):
-        not_tensor = {key: current.but(kind=Kind.OTHER, grad=Tri.NO) if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
+        # Not a tensor, so on no device: `if torch.is_tensor(t): t = float(t.cpu())` leaves a
+        # number in both arms, whatever device the tensor it might have been was on.
+        not_tensor = {key: current.but(kind=Kind.OTHER, grad=Tri.NO, device=Device.UNKNOWN, gpu_if="") if current.kind in (Kind.TENSOR, Kind.UNKNOWN) else current}
         if not all(q in _TENSOR_TYPES for q in quals):
             return {}, not_tensor  # `isinstance(w, (Tensor, list))`: a tensor or a list in the true arm
         as_tensor = current if current.kind is Kind.TENSOR else current.but(kind=Kind.TENSOR, roots=current.roots or frozenset((roots.argument(key),)))

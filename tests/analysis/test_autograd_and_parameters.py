@@ -14,7 +14,7 @@ from review_copies.analysis.queries.autograd import reaches_a_backward, saved_be
 from review_copies.analysis.queries.callers import caller_keeps_argument, returns_argument
 from review_copies.analysis.queries.intent import is_mutating_function
 from review_copies.analysis.queries.loops import training_loop
-from review_copies.analysis.values import Kind, Tri
+from review_copies.analysis.values import Device, Kind, Tri
 from tests.analysis.helpers import bound, flow, flows
 
 
@@ -168,6 +168,23 @@ def test_isinstance_narrows_each_arm() -> None:
     """)
     assert bound(f, "a")[0].value.kind is Kind.TENSOR
     assert bound(f, "b")[0].value.kind is Kind.OTHER
+
+
+def test_what_is_not_a_tensor_is_on_no_device() -> None:
+    # A crowd counter's visualisation (PET): the threshold comes out of the model's outputs,
+    # on the GPU if it is a tensor, and is made a float when it is one; compared with a map
+    # already moved to the CPU, it gives a CPU mask whatever it was.
+    f = flow("""
+    import torch
+    def f(model, samples, device):
+        outputs = model(samples.to(device))
+        threshold = outputs.get("threshold", 0.5)
+        if torch.is_tensor(threshold):
+            threshold = float(threshold.cpu().item())
+        split = outputs["map"][0].detach().cpu() > threshold
+    """)
+    assert bound(f, "threshold")[0].value.device is Device.MAYBE_CUDA
+    assert bound(f, "split")[0].value.device is Device.CPU
 
 
 def test_methods_see_the_attributes_init_sets() -> None:

@@ -24,6 +24,10 @@ _DTYPES = {
 }
 
 
+# Methods that give the tensor a dtype of their own naming.
+_CONVERSIONS = frozenset(("int", "long", "float", "double", "half", "bfloat16", "bool", "byte", "char", "short"))
+
+
 class LegacyConstructorAlias(Rule):
     """
     ## What it does
@@ -176,6 +180,16 @@ class LegacyConstructorAlias(Rule):
             """,
             "the write in the loop goes into the tensor the next iteration makes afresh, never into this one's alias (UER-py)",
         ),
+        Valid(
+            """
+            import torch
+            def dice(pred: torch.Tensor, gt: torch.Tensor, classes_to_exclude: torch.Tensor):
+                keep = torch.ones(pred.shape[1], dtype=torch.int32)
+                keep[torch.Tensor(classes_to_exclude).int()] = 0
+                return (pred[:, keep.bool()] * gt[:, keep.bool()]).sum()
+            """,
+            "converted to int32 at once and only read as an index: the dtype `torch.Tensor` kept is never seen, and nothing writes through the alias",
+        ),
     )
     INVALID = (
         Invalid(
@@ -236,12 +250,12 @@ class LegacyConstructorAlias(Rule):
             written = _written_after(flow, event, source.roots)
             if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
-            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or allocated_here(source.roots)):
+            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or allocated_here(source.roots) or _converted_at_once(flow, event)):
                 # An unknown dtype, no write, and the alias only read here: a typed constructor
                 # given another dtype raises at once (`torch.FloatTensor(b[:2]) + ...`). Plain
                 # `torch.Tensor(t)` keeps t's dtype, which matters for what came from outside
                 # (an argument the caller may pass as float64), not for a tensor this function
-                # computed itself.
+                # computed itself, nor for one converted at once (`torch.Tensor(ids).int()`).
                 continue
             what = code_of(arg.value)
             copied = chain(arg.value, "detach", "clone")
@@ -276,6 +290,12 @@ def _made_afresh_before(flow: FunctionFlow, write: Write, event: Call) -> bool:
         isinstance(b, Bind) and b.name == name and b.index < write.index and set(b.loops) & shared and allocated_here(b.value.roots)
         for b in flow.events
     )
+
+
+def _converted_at_once(flow: FunctionFlow, event: Call) -> bool:
+    """`torch.Tensor(classes).int()`: the result goes straight into a dtype conversion, so
+    the dtype `torch.Tensor` kept is never seen."""
+    return any(e.receiver_node is event.call and e.method in _CONVERSIONS for e in flow.of(Call))
 
 
 def _handed_back(flow: FunctionFlow, event: Call) -> bool:

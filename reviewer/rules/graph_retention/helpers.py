@@ -189,3 +189,96 @@ class _OldValue(cst.CSTVisitor):
             self.raw += 1
             return False
         return True
+
+
+def restarted_on_request(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """Before the sum, the method starts it afresh when its caller asks, under a test of a
+    parameter (`if t == 0: self.init_attention(keys)`, whose body sets `self.cumulative =
+    torch.zeros(...)`, or `if reset: self.total = 0`): the sum spans the calls of one
+    sequence the caller drives, as a recurrent state does, and the graph it holds is that
+    sequence's. A start guarded by the sum itself (`if self.h is None:`) runs once and does
+    not count."""
+    scope = flow.scope
+    if scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    params = {p.name.value for p in scope.node.params.params} - {"self"}
+    starters = _starting_methods(scope.class_node, acc.name)
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> bool:
+            nonlocal found
+            test = names_in(node.test, attributes=True)
+            line = flow.file.line_of(node)
+            if line < acc.line and acc.name not in test and test & params and any(_starts(stmt, acc.name, starters) for stmt in node.body.body):
+                found = True
+            return True
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope.node
+
+    scope.node.visit(_Find())
+    return found
+
+
+def _starts(stmt: cst.CSTNode, name: str, starters: frozenset[str]) -> bool:
+    """`self.total = <something without self.total>` or `self.<starter>(...)`, as a line of
+    its own (or a one-line arm's)."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return any(_starts(small, name, starters) for small in stmt.body)
+    if isinstance(stmt, cst.Assign):
+        return any(dotted(t.target) == name for t in stmt.targets) and name not in names_in(stmt.value, attributes=True)
+    if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call) and isinstance(stmt.value.func, cst.Attribute):
+        func = stmt.value.func
+        return isinstance(func.value, cst.Name) and func.value.value == "self" and func.attr.value in starters
+    return False
+
+
+def _starting_methods(cls: cst.ClassDef | None, name: str) -> frozenset[str]:
+    """Methods of the class whose own body sets the attribute afresh (`self.cumulative =
+    torch.zeros(...)`), at its top level: calling one starts the sum again."""
+    if cls is None or not name.startswith("self."):
+        return frozenset()
+    found = set()
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef) and any(_starts(s, name, frozenset()) for s in stmt.body.body):
+            found.add(stmt.name.value)
+    return frozenset(found)
+
+
+def managed_by_the_caller(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """The class hands the attribute's lifetime to its caller, as recurrent models do with
+    their hidden state: another method cuts it (`def detach_hidden(self): self.state =
+    self.state.detach()`) or sets it to what the caller passes (`def set_state(self, state):
+    self.state = state`). The graph the state holds is then the window the caller runs
+    between those calls (truncated backpropagation through time), not one that grows. A
+    method that only zeroes it (`def reset(self): self.total = 0`) does not count: a running
+    total has one too, and nothing says the caller cuts the graph."""
+    scope = flow.scope
+    if scope is None or scope.class_node is None or not acc.name.startswith("self."):
+        return False
+    for stmt in scope.class_node.body.body:
+        if not isinstance(stmt, cst.FunctionDef) or stmt is scope.node or stmt.name.value == "__init__":
+            continue
+        params = {p.name.value for p in stmt.params.params} - {"self"}
+        for line in stmt.body.body:
+            if isinstance(line, cst.SimpleStatementLine) and any(_hands_over(small, acc.name, params) for small in line.body):
+                return True
+    return False
+
+
+def _hands_over(stmt: cst.BaseSmallStatement, name: str, params: set[str]) -> bool:
+    """`self.state = state` (a parameter), `self.state = self.state.detach()` or
+    `self.state.detach_()`."""
+    if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call):
+        func = stmt.value.func
+        return isinstance(func, cst.Attribute) and func.attr.value == "detach_" and dotted(func.value) == name
+    if not isinstance(stmt, cst.Assign) or not any(dotted(t.target) == name for t in stmt.targets):
+        return False
+    value = stmt.value
+    if isinstance(value, cst.Name):
+        return value.value in params
+    return (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "detach"
+        and dotted(value.func.value) == name
+    )

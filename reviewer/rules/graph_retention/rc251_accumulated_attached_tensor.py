@@ -11,11 +11,20 @@ from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
-from review_copies.analysis.syntax import dotted, names_in, short_code
+from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import carries_only_detached, combined_after, converted_in_place_of_itself, cut_later_this_pass, detached, differentiated
+from review_copies.rules.graph_retention.helpers import (
+    carries_only_detached,
+    combined_after,
+    converted_in_place_of_itself,
+    cut_later_this_pass,
+    detached,
+    differentiated,
+    managed_by_the_caller,
+    restarted_on_request,
+)
 
 # The examples are the rule's tests, its docs and the LLM's few-shot block (as in every rule's
 # file); kept at module level here only because this class would otherwise pass 300 lines.
@@ -379,6 +388,25 @@ _VALID = (
         """,
         "the value before enters through `.detach()`: each call keeps its own step's graph only, replaced by the next (HAWQ's folded batch norm)",
     ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        class StateTrajectoryNetwork(nn.Module):
+            def __init__(self, hidden: int):
+                super().__init__()
+                self.layers = nn.Sequential(nn.Linear(3, hidden), nn.Tanh(), nn.Linear(hidden, 2))
+                self.state = None
+            def forward(self, x):
+                self.state = self.state + self.layers(torch.cat((x, self.state), 1))
+                return self.state
+            def set_state(self, state):
+                self.state = state
+            def detach_hidden(self):
+                self.state = self.state.detach()
+        """,
+        "a recurrent state whose caller sets it and cuts it between windows (truncated backpropagation through time): the graph it holds does not grow (a virtual-analog phaser model)",
+    ),
 )
 
 _INVALID = (
@@ -471,8 +499,10 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # `self.scale = self.scale.to(x.device)`: the same tensor once it is there, not a sum
         if carries_only_detached(acc):
             continue  # `self.m = self.m.detach() * k + (1 - k) * x`: the sum before is cut off, one step's graph at a time
-        if persistent and _restarted_on_request(flow, acc):
+        if persistent and restarted_on_request(flow, acc):
             continue  # `if t == 0: self.init_attention(x)`: the caller starts the sum afresh for each sequence
+        if persistent and managed_by_the_caller(flow, acc):
+            continue  # `def detach_hidden(self): self.state = self.state.detach()`: a recurrent state its caller cuts or sets
         if cut_later_this_pass(flow, acc):
             continue  # `x = x + step; x = x.detach().requires_grad_()`: what the next pass reads holds no graph
         if _rebound_this_call(flow, acc):
@@ -537,59 +567,4 @@ def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
             return not any(isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events)
         before = bind.index  # `self.h = self.h.unsqueeze(0)`: it carries on whatever came before it
     return False
-
-
-def _restarted_on_request(flow: FunctionFlow, acc: Accumulate) -> bool:
-    """Before the sum, the method starts it afresh when its caller asks, under a test of a
-    parameter (`if t == 0: self.init_attention(keys)`, whose body sets `self.cumulative =
-    torch.zeros(...)`, or `if reset: self.total = 0`): the sum spans the calls of one
-    sequence the caller drives, as a recurrent state does, and the graph it holds is that
-    sequence's. A start guarded by the sum itself (`if self.h is None:`) runs once and does
-    not count."""
-    scope = flow.scope
-    if scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    params = {p.name.value for p in scope.node.params.params} - {"self"}
-    starters = _starting_methods(scope.class_node, acc.name)
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> bool:
-            nonlocal found
-            test = names_in(node.test, attributes=True)
-            line = flow.file.line_of(node)
-            if line < acc.line and acc.name not in test and test & params and any(_starts(stmt, acc.name, starters) for stmt in node.body.body):
-                found = True
-            return True
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is scope.node
-
-    scope.node.visit(_Find())
-    return found
-
-
-def _starts(stmt: cst.CSTNode, name: str, starters: frozenset[str]) -> bool:
-    """`self.total = <something without self.total>` or `self.<starter>(...)`, as a line of
-    its own (or a one-line arm's)."""
-    if isinstance(stmt, cst.SimpleStatementLine):
-        return any(_starts(small, name, starters) for small in stmt.body)
-    if isinstance(stmt, cst.Assign):
-        return any(dotted(t.target) == name for t in stmt.targets) and name not in names_in(stmt.value, attributes=True)
-    if isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call) and isinstance(stmt.value.func, cst.Attribute):
-        func = stmt.value.func
-        return isinstance(func.value, cst.Name) and func.value.value == "self" and func.attr.value in starters
-    return False
-
-
-def _starting_methods(cls: cst.ClassDef | None, name: str) -> frozenset[str]:
-    """Methods of the class whose own body sets the attribute afresh (`self.cumulative =
-    torch.zeros(...)`), at its top level: calling one starts the sum again."""
-    if cls is None or not name.startswith("self."):
-        return frozenset()
-    found = set()
-    for stmt in cls.body.body:
-        if isinstance(stmt, cst.FunctionDef) and any(_starts(s, name, frozenset()) for s in stmt.body.body):
-            found.add(stmt.name.value)
-    return frozenset(found)
 

@@ -38,6 +38,10 @@ class CloneThenDetach(Rule):
 
     ## Fix safety
     Safe: both give an equal, independent tensor that does not require grad.
+
+    ## Known problems
+    With autograd off (`with torch.no_grad():`, `@torch.no_grad()`, or a function only ever
+    called that way) the clone records nothing and the order does not matter: not reported.
     """
 
     code = "RC343"
@@ -73,6 +77,20 @@ class CloneThenDetach(Rule):
             """,
             "`index_select` made a new tensor: RC341 says the clone copies it twice and drops it, leaving nothing to reorder",
         ),
+        Valid(
+            """
+            from torch import Tensor, no_grad, zeros
+            class CrossBatchMiner:
+                def __init__(self, bank_size: int, dim: int):
+                    self.bank_features = zeros(bank_size, dim)
+                    self.ptr = 0
+                @no_grad()
+                def update_bank(self, features: Tensor) -> None:
+                    self.bank_features[self.ptr : self.ptr + len(features)] = features.clone().detach()
+                    self.ptr += len(features)
+            """,
+            "autograd is off in the whole method: the clone records nothing, so the order does not matter (open-metric-learning's memory bank)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -96,8 +114,8 @@ class CloneThenDetach(Rule):
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
         for event in flow.of(Call):
-            if event.method != "detach" or event.call.args or event.receiver_node is None:
-                continue
+            if event.method != "detach" or event.call.args or event.receiver_node is None or event.no_grad:
+                continue  # with autograd off the clone records nothing: the order does not matter
             base = clone_receiver(event.receiver_node)
             recv = flow.value(base) if base is not None else None
             if base is None or recv is None:
