@@ -11,7 +11,7 @@ from review_copies.analysis.guesses import MODULE_COPY_NAME
 from review_copies.analysis.queries.aliasing import name_of
 from review_copies.analysis.queries.handed import class_built
 from review_copies.analysis.rewrite import dotted_expr
-from review_copies.analysis.syntax import names_in, short_code
+from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
@@ -161,6 +161,26 @@ class ModuleAliasSnapshot(Rule):
             """,
             "keeping a handle, not a copy",
         ),
+        Valid(
+            """
+            from torch import nn
+            class Siamese(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.branch = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+                    self.branch_backup = self.branch
+                def train(self, mode=True):
+                    super().train(mode)
+                    self.branch = self.branch_backup
+                    return self
+                def eval(self):
+                    super().eval()
+                    self.branch_backup = self.branch
+                    self.branch = nn.DataParallel(self.branch)
+                    return self
+            """,
+            "the \"backup\" keeps the bare module to undo the `DataParallel` wrapping with: the same module on purpose (Siamese-Vocal-Imitations)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -203,6 +223,8 @@ class ModuleAliasSnapshot(Rule):
                 continue  # `target = module`, then `target = getattr(target, part)` in a loop: a walk down the tree
             if _unwrapped(flow, bind):
                 continue  # `target_model = model`, then `if parallel: target_model = model.module`: the module to work on
+            if _kept_to_unwrap(flow, bind):
+                continue  # `self.backup = self.net`, `self.net = nn.DataParallel(self.net)`, later `self.net = self.backup`
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -272,3 +294,28 @@ def _wrapper_takes_its_place(flow: FunctionFlow, bind: Bind) -> bool:
         if isinstance(event, Bind) and "." in event.name and isinstance(event.expr, cst.Name) and event.expr.value == holder:
             return True
     return False
+
+
+def _kept_to_unwrap(flow: FunctionFlow, bind: Bind) -> bool:
+    """`self.left_backup = self.left_branch`, in a class that wraps the module in place of
+    itself (`self.left_branch = nn.DataParallel(self.left_branch)`) and puts the alias back
+    (`self.left_branch = self.left_backup`): the alias keeps the bare module to undo the
+    wrapping with. It is meant to be the same module, and older weights are not asked of it."""
+    source = name_of(bind.expr)
+    scope = flow.scope
+    if scope is None or scope.class_node is None or not source.startswith("self.") or not bind.name.startswith("self."):
+        return False
+    wrapped = restored = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal wrapped, restored
+            if not any(dotted(t.target) == source for t in node.targets):
+                return
+            value = node.value
+            wrapped = wrapped or (isinstance(value, cst.Call) and any(dotted(arg.value) == source for arg in value.args))
+            restored = restored or dotted(value) == bind.name
+
+    scope.class_node.visit(_Find())
+    return wrapped and restored
+
