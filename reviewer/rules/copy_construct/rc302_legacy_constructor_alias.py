@@ -24,10 +24,6 @@ _DTYPES = {
 }
 
 
-# Methods that give the tensor a dtype of their own naming.
-_CONVERSIONS = frozenset(("int", "long", "float", "double", "half", "bfloat16", "bool", "byte", "char", "short"))
-
-
 class LegacyConstructorAlias(Rule):
     """
     ## What it does
@@ -295,7 +291,7 @@ def _made_afresh_before(flow: FunctionFlow, write: Write, event: Call) -> bool:
 def _converted_at_once(flow: FunctionFlow, event: Call) -> bool:
     """`torch.Tensor(classes).int()`: the result goes straight into a dtype conversion, so
     the dtype `torch.Tensor` kept is never seen."""
-    return any(e.receiver_node is event.call and e.method in _CONVERSIONS for e in flow.of(Call))
+    return any(e.receiver_node is event.call and e.method in api.DTYPE_METHODS for e in flow.of(Call))
 
 
 def _handed_back(flow: FunctionFlow, event: Call) -> bool:
