@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import Accumulate, Bind, Call, Write
+from review_copies.analysis.queries.callers import callers_expect_the_write, passed
 from review_copies.analysis.values import Device, Kind, Tri
-from tests.analysis.helpers import bound, flow
+from tests.analysis.helpers import bound, flow, flows
 
 
 def test_a_factory_makes_a_fresh_cpu_tensor_that_needs_no_grad() -> None:
@@ -282,3 +283,22 @@ def test_from_pretrained_through_an_instance_builds_a_module() -> None:
     # Hypernet-image-captioning: a new module, not a submodule's forward pass kept on `self`.
     assert not list(f.of(Accumulate))
     assert [b.value.kind for b in bound(f, "self.embedding")] == [Kind.MODULE]
+
+
+def test_an_autograd_function_forward_is_called_through_apply_with_its_context_first() -> None:
+    f = flows("""
+    import torch
+    class Nce(torch.autograd.Function):
+        @staticmethod
+        def forward(self, x, memory, idx, y):
+            idx.select(1, 0).copy_(y)
+            return memory[idx.view(-1)].exp()
+    class NceAverage(torch.nn.Module):
+        def forward(self, x, y):
+            idx = torch.randint(0, self.memory.size(0), (x.size(0), 5))
+            return Nce.apply(x, self.memory, idx, y)
+    """)["Nce.forward"]
+    (site,) = passed(f, "idx")
+    assert getattr(site[1], "value", None) == "idx"
+    # (the caller drew the index for this call and never reads it again)
+    assert callers_expect_the_write(f, "idx")

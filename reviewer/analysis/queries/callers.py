@@ -53,9 +53,18 @@ def position_of(scope: Scope, arg: str) -> int | None:
     if not isinstance(scope.node, cst.FunctionDef):
         return None
     params = [p.name.value for p in scope.node.params.params]
-    if scope.takes_self and params:
-        params = params[1:]
+    if (scope.takes_self or autograd_function_of(scope)) and params:
+        params = params[1:]  # (`Function.apply(*args)` hands `forward(ctx, *args)` its context first)
     return params.index(arg) if arg in params else None
+
+
+def autograd_function_of(scope: Scope) -> str | None:
+    """The class's name when this is the `forward` of a `torch.autograd.Function` subclass,
+    which callers run as `Class.apply(...)`, never by its name."""
+    cls = scope.class_node
+    if scope.name != "forward" or cls is None or not any(dotted(b.value).rpartition(".")[2] == "Function" for b in cls.bases):
+        return None
+    return cls.name.value
 
 
 def passed(flow: FunctionFlow, arg: str) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
@@ -526,6 +535,9 @@ def own_call_sites(file: ParsedFile, scope: Scope | None) -> list[cst.Call]:
     if scope is None:
         return []
     method = scope.kind == "method"
+    function = autograd_function_of(scope)
+    if function:
+        return [c for c in call_sites(file, file.module).get("apply", []) if isinstance(c.func, cst.Attribute) and dotted(c.func.value) == function]
     out = []
     searched: list[cst.CSTNode] = [file.module]
     if method and scope.class_node is not None:

@@ -71,6 +71,12 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         # `net.call(array)`: another backend's entry point, not a submodule; `reranker.predict(pairs)`:
         # a wrapper's inference entry point (sentence-transformers, skorch), whose result may be numpy.
         return UNKNOWN
+    if method == "generate" and not own_method:
+        # `model.generate(input_ids=...)`: a language model's sampling loop (Hugging Face's runs
+        # under `no_grad`), which hands back token ids or an output record, not a forward pass's
+        # activations; it stays where the module is.
+        record = keyword_is(node, "return_dict_in_generate", "True")
+        return Value(kind=Kind.UNKNOWN if record else Kind.TENSOR, grad=Tri.NO, device=recv.device, roots=cx.new_root(node), fresh=True, origin=origin)
     if method == "forward" or (not own_method and method not in NN_MODULE_METHODS and (args or kwargs)):
         # `model.encoder(x)`: a submodule is called like the module itself.
         return call_value(cx, node, func, recv.but(has_params=Tri.YES if recv.has_params is not Tri.NO else Tri.NO, op="", via=""), args, kwargs)

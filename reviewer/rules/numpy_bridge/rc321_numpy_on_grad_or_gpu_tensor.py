@@ -18,6 +18,18 @@ _VALID = (
     Valid(
         """
         import torch
+        from torch import nn
+        def generate_music(input_ids, model: nn.Module, max_length: int):
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model.to(device)
+            generated = model.generate(input_ids=input_ids.to(device), max_length=max_length)
+            return generated.cpu().numpy()
+        """,
+        "a language model's `generate()` hands back token ids, integers that never require grad, not a forward pass's output (mamba-music-generation)",
+    ),
+    Valid(
+        """
+        import torch
         def search(model, x: torch.Tensor, target: int, steps: int):
             x = x.clone().requires_grad_(True)
             opt = torch.optim.Adam([x], lr=0.01)
@@ -388,6 +400,25 @@ class NumpyOnGradOrGpuTensor(Rule):
     VALID = _VALID
 
     INVALID = (
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            def sample(input_ids, model: nn.Module, max_length: int):
+                model.cuda()
+                generated = model.generate(input_ids=input_ids.cuda(), max_length=max_length)
+                return generated.numpy()
+            """,
+            line=6,
+            fix="""
+            import torch
+            from torch import nn
+            def sample(input_ids, model: nn.Module, max_length: int):
+                model.cuda()
+                generated = model.generate(input_ids=input_ids.cuda(), max_length=max_length)
+                return generated.detach().cpu().numpy()
+            """,
+        ),
         Invalid(
             """
             import torch
