@@ -17,6 +17,17 @@ from review_copies.rules.numpy_bridge.helpers import graph_as_known
 _VALID = (
     Valid(
         """
+        import numpy as np
+        import torch
+        def show_feature_map(feature_data):
+            upsample = torch.nn.UpsamplingBilinear2d(size=(64, 64))
+            feature_data = upsample(torch.sum(feature_data, 2))
+            return np.array(feature_data.cpu())
+        """,
+        "`UpsamplingBilinear2d` owns no parameters: its output needs grad only if its input does, which nothing here says (a hyperspectral model zoo's feature-map plot)",
+    ),
+    Valid(
+        """
         import torch
         from torch import nn
         def generate_music(input_ids, model: nn.Module, max_length: int):

@@ -93,6 +93,20 @@ class CopyBeforeTorchTensor(Rule):
             """,
             "a field of a structured array (`2i4` in an 18-byte record) has strides `torch.tensor` rejects: the copy makes it work",
         ),
+        Valid(
+            """
+            import random
+            import numpy as np
+            import torch
+            class Cubes(torch.utils.data.Dataset):
+                def random_flip(self, data, r=0.5):
+                    return np.flip(data, 1) if random.random() < r else data
+                def __getitem__(self, index):
+                    data = self.random_flip(self.cubes[index])
+                    return torch.tensor(data.copy(), dtype=torch.float32)
+            """,
+            "the class's own augmentation may hand back `np.flip`'s view, whose strides are negative: the copy is what makes `torch.tensor` work (a hyperspectral model zoo's datasets)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -155,7 +169,7 @@ _FLIPS = frozenset(("flip", "flipud", "fliplr", "rot90"))
 def _may_have_negative_strides(flow: FunctionFlow, expr: cst.BaseExpression, before: int, depth: int = 3) -> bool:
     """A reversed view (`a[::-1]`, `np.flip(a)`), or a step of unknown sign, in the expression
     or in what a name in it was bound to earlier in the function (`m = np.rot90(m)`)."""
-    if _reverses(expr):
+    if _reverses(expr) or _calls_a_reversing_helper(flow, expr):
         return True
     if depth == 0:
         return False
@@ -166,7 +180,34 @@ def _may_have_negative_strides(flow: FunctionFlow, expr: cst.BaseExpression, bef
     )
 
 
-def _reverses(expr: cst.BaseExpression) -> bool:
+def _calls_a_reversing_helper(flow: FunctionFlow, expr: cst.BaseExpression) -> bool:
+    """`data = self.random_flip(data)`: a call of a function of this file (a method of this
+    class, through `self`) that reverses an array somewhere in its body (`return np.flip(data, 1)`),
+    so what it hands back may be a view with negative strides."""
+    called: set[tuple[bool, str]] = set()
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Name):
+                called.add((False, func.value))
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+                called.add((True, func.attr.value))
+
+    expr.visit(Calls())
+    if not called:
+        return False
+    own_class = flow.scope.class_node if flow.scope is not None else None
+    for scope in flow.file.scopes:
+        if scope.kind not in ("function", "method") or not isinstance(scope.node, cst.FunctionDef):
+            continue
+        through_self = scope.kind == "method" and scope.class_node is own_class
+        if ((through_self, scope.name) in called or (scope.kind == "function" and (False, scope.name) in called)) and _reverses(scope.node):
+            return True
+    return False
+
+
+def _reverses(expr: cst.CSTNode) -> bool:
     found = False
 
     class Find(cst.CSTVisitor):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -122,7 +122,7 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
     rebound: list[Bind] = []
     retaken = taken is not None and taken_every_iteration(flow, taken)
     for event in flow.after(change):
-        if taken is not None and isinstance(event, Use) and event.name == name and taken.index < event.index < change.index and (retaken or _leads_to(taken, event)):
+        if taken is not None and isinstance(event, Use) and event.name == name and taken.index < event.index < change.index and (retaken or _leads_to(taken, event, change)):
             continue
         if isinstance(event, Bind) and event.name == name and event.index > change.index and not event.exclusive_with(change):
             rebound.append(event)
@@ -133,11 +133,14 @@ def read_after(flow: FunctionFlow, name: str, change: Event, roots: frozenset[st
     return None
 
 
-def _leads_to(taken: Bind, read: Use) -> bool:
+def _leads_to(taken: Bind, read: Use, change: Event) -> bool:
     """The snapshot is taken before the read in the same loop body and in the arm the read is in
-    (`else: model_dict = model.state_dict(); model_dict.update(...)`): a read reached again on
-    the next iteration passes the new snapshot first."""
-    return taken.loops == read.loops and set(taken.arms) <= set(read.arms)
+    (`else: model_dict = model.state_dict(); model_dict.update(...)`), the read perhaps in a loop
+    of its own there that the change is not in (`for k, v in ckpt.items(): if k in model_dict`):
+    a read reached again on the next iteration passes the new snapshot first."""
+    depth = len(taken.loops)
+    inner = set(read.loops[depth:])
+    return read.loops[:depth] == taken.loops and not inner & set(change.loops) and set(taken.arms) <= set(read.arms)
 
 
 def written_through_entries(flow: FunctionFlow, name: str, change: Event) -> bool:
@@ -458,3 +461,22 @@ def an_iterator(flow: FunctionFlow, owner: str) -> bool:
         isinstance(e.call.func, cst.Name) and e.call.func.value == "next" and bool(e.call.args) and name_of(e.call.args[0].value) == owner
         for e in flow.of(Call)
     )
+
+
+def _later_copies(flow: FunctionFlow, bind: Bind) -> Iterator[Bind]:
+    """Later bindings of the snapshot's name to something that holds no live references
+    (its items cloned)."""
+    return (e for e in flow.of(Bind) if e.name == bind.name and e.index > bind.index and e.expr is not None and not state_dict_refs(e.value))
+
+
+def rebound_to_copies(flow: FunctionFlow, bind: Bind, read: Use) -> bool:
+    """On every path from the snapshot to the read, the name is bound again to such a copy
+    (VGen's `ema = type(ema)([(k, ema[k].data.clone()) ...])` on the next line): what is read
+    is the copy, whatever training does in between."""
+    return any(e.index < read.index and on_every_path(e, bind, read) for e in _later_copies(flow, bind))
+
+
+def replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
+    """Later in the same call, on every path on from the bind, the attribute is set again to
+    such a copy: the references never outlive the call."""
+    return any(bind.arms[: len(e.arms)] == e.arms for e in _later_copies(flow, bind))

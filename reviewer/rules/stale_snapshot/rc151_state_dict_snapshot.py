@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from review_copies.analysis.events import Bind, FunctionFlow, Use, Write
+from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.guesses import SNAPSHOT_NAME
-from review_copies.analysis.queries.aliasing import on_every_path
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Kind
 from review_copies.model.findings import Category, Severity
@@ -22,7 +21,9 @@ from review_copies.rules.stale_snapshot.helpers import (
     never_read_again,
     owner_of,
     read_after,
+    rebound_to_copies,
     remedy,
+    replaced_in_this_call,
     replaced_on_first_pass,
     state_dict_refs,
     written_name,
@@ -31,6 +32,23 @@ from review_copies.rules.stale_snapshot.helpers import (
 )
 
 _VALID = (
+    Valid(
+        """
+        import torch
+        def run(net, optimizer, loader, runs: int, resume: str):
+            for _ in range(runs):
+                if resume:
+                    state_dict = net.state_dict()
+                    for k, v in torch.load(resume).items():
+                        if k in state_dict:
+                            state_dict[k] = v
+                    net.load_state_dict(state_dict)
+                for x in loader:
+                    net(x).sum().backward()
+                    optimizer.step()
+        """,
+        "each run reads `state_dict` only after taking it anew, in a loop of its own the training is not in (a hyperspectral model zoo's resume)",
+    ),
     Valid(
         """
         import copy
@@ -530,7 +548,7 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
                 continue  # a handle on the live tensors another method writes through on purpose, or kept and never read
             if beside_a_written_handle(flow, bind):
                 continue  # kept with a handle the class writes through: read for the current values (an EMA)
-            if _replaced_in_this_call(flow, bind):
+            if replaced_in_this_call(flow, bind):
                 continue  # `self.sd = m.state_dict()` then `self.sd = {k: v.clone() ...}`: the copy is what is kept
             if handed_to_a_fresh_owner(flow, bind):
                 continue  # loaded only into the owner built anew: the tensors it references are handed over
@@ -553,7 +571,7 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if replaced_on_first_pass(flow, bind.name, read):
             continue  # FedAvg's first pass sets every entry anew: the read sees the sums
-        if _rebound_to_copies(flow, bind, read):
+        if rebound_to_copies(flow, bind, read):
             continue  # `ema = m.state_dict()`, then `ema = type(ema)((k, ema[k].clone()) ...)`: the read sees the copies
         message = (
             f"`{bind.name} = {short_code(bind.expr)}` is not a snapshot: {how}. `{short_code(change.node)}` at line {change.line} "
@@ -566,22 +584,3 @@ def _snapshots(flow: FunctionFlow) -> Iterator[Hit]:
 # An attribute named a reference to what it holds (NeMo-RL's `_held_sharded_state_dict_reference`,
 # kept to stream the current weights to an inference engine): the author says it is not a copy.
 _REFERENCE_NAME = re.compile(r"_references?$")
-
-
-def _later_copies(flow: FunctionFlow, bind: Bind) -> Iterator[Bind]:
-    """Later bindings of the snapshot's name to something that holds no live references
-    (its items cloned)."""
-    return (e for e in flow.of(Bind) if e.name == bind.name and e.index > bind.index and e.expr is not None and not state_dict_refs(e.value))
-
-
-def _rebound_to_copies(flow: FunctionFlow, bind: Bind, read: Use) -> bool:
-    """On every path from the snapshot to the read, the name is bound again to such a copy
-    (VGen's `ema = type(ema)([(k, ema[k].data.clone()) ...])` on the next line): what is read
-    is the copy, whatever training does in between."""
-    return any(e.index < read.index and on_every_path(e, bind, read) for e in _later_copies(flow, bind))
-
-
-def _replaced_in_this_call(flow: FunctionFlow, bind: Bind) -> bool:
-    """Later in the same call, on every path on from the bind, the attribute is set again to
-    such a copy: the references never outlive the call."""
-    return any(bind.arms[: len(e.arms)] == e.arms for e in _later_copies(flow, bind))
