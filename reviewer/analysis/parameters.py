@@ -18,7 +18,8 @@ from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, dotted, last
 from review_copies.analysis.values import Kind, Tri, Value, a_loader
 
-_TENSOR_ANNOTATIONS = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor", "torch.FloatTensor"))
+# (`tags: torch.LongTensor`: the legacy typed classes annotate tensors too.)
+_TENSOR_ANNOTATIONS = frozenset(("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "Tensor")) | api.LEGACY_CONSTRUCTORS
 _MODULE_ANNOTATIONS = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module"))
 # Methods of dicts and lists that no tensor has.
 _CONTAINER_ONLY_METHODS = frozenset(("keys", "items", "get", "setdefault", "popitem", "append", "extend", "insert"))

@@ -73,6 +73,18 @@ class LegacyConstructorAlias(Rule):
         Valid(
             """
             import torch
+            def apply_logic(tags: torch.LongTensor) -> torch.Tensor:
+                new_tags: torch.Tensor = torch.Tensor(tags).clone()
+                for i in range(1, len(new_tags)):
+                    if int(new_tags[i]) > 5:
+                        new_tags[i] = int(tags[i - 1])
+                return new_tags
+            """,
+            "the alias goes straight into `.clone()`: no name ever holds it, so no write reaches `tags` (an NER tagger's tag repair)",
+        ),
+        Valid(
+            """
+            import torch
             def encode(entities_position):
                 entities_position = torch.LongTensor(entities_position)
                 ent_mask = torch.LongTensor((entities_position != 0) * 1)
@@ -228,6 +240,27 @@ class LegacyConstructorAlias(Rule):
                 return seen
             """,
         ),
+        Invalid(
+            """
+            import torch
+            def apply_logic(tags: torch.LongTensor) -> torch.Tensor:
+                new_tags: torch.Tensor = torch.Tensor(tags)
+                for i in range(1, len(new_tags)):
+                    if int(new_tags[i]) > 5:
+                        new_tags[i] = int(tags[i - 1])
+                return new_tags
+            """,
+            line=3,
+            fix="""
+            import torch
+            def apply_logic(tags: torch.LongTensor) -> torch.Tensor:
+                new_tags: torch.Tensor = tags.detach().clone()
+                for i in range(1, len(new_tags)):
+                    if int(new_tags[i]) > 5:
+                        new_tags[i] = int(tags[i - 1])
+                return new_tags
+            """,
+        ),
     )
 
     def check(self, flow: FunctionFlow) -> Iterator[Hit]:
@@ -243,6 +276,8 @@ class LegacyConstructorAlias(Rule):
             source = event.args[0]
             if source.fresh and source.dtype in (None, dtype):
                 continue  # `torch.Tensor(torch.zeros(n))`: an alias of a temporary nobody else holds shares nothing
+            if source.dtype in (None, dtype) and _cloned_at_once(flow, event):
+                continue  # `torch.Tensor(tags).clone()`: copied before any name holds the alias
             written = _written_after(flow, event, source.roots)
             if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
@@ -292,6 +327,12 @@ def _converted_at_once(flow: FunctionFlow, event: Call) -> bool:
     """`torch.Tensor(classes).int()`: the result goes straight into a dtype conversion, so
     the dtype `torch.Tensor` kept is never seen."""
     return any(e.receiver_node is event.call and e.method in api.DTYPE_METHODS for e in flow.of(Call))
+
+
+def _cloned_at_once(flow: FunctionFlow, event: Call) -> bool:
+    """`torch.Tensor(tags).clone()`: the alias goes straight into a copy, so no write through
+    a name can reach the source."""
+    return any(e.receiver_node is event.call and e.method == "clone" for e in flow.of(Call))
 
 
 def _handed_back(flow: FunctionFlow, event: Call) -> bool:

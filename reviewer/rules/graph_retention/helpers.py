@@ -17,7 +17,10 @@ from review_copies.analysis.values import Kind, Tri
 
 
 def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`x.detach()`; `list(x.detach())` for `list(x)` (a list has no `detach`)."""
+    """`x.detach()`; `list(x.detach())` for `list(x)` and `[x.detach()]` for `[x]` (a list has
+    no `detach`)."""
+    if isinstance(expr, (cst.List, cst.Tuple)) and expr.elements and not any(isinstance(e, cst.StarredElement) for e in expr.elements):
+        return expr.with_changes(elements=[e.with_changes(value=chain(atom(e.value), "detach")) for e in expr.elements])
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") and len(expr.args) == 1 and not expr.args[0].star:
         return expr.with_changes(args=[expr.args[0].with_changes(value=chain(atom(expr.args[0].value), "detach"))])
     return chain(atom(expr), "detach")
@@ -282,3 +285,36 @@ def _hands_over(stmt: cst.BaseSmallStatement, name: str, params: set[str]) -> bo
         isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "detach"
         and dotted(value.func.value) == name
     )
+
+
+def backward_after(flow: FunctionFlow, loop: Loop, container: str) -> bool:
+    """A backward after the loop, which may run through what the list kept (`sum(losses)`
+    went into `total`, and `total.backward()`); `torch.autograd.grad(...)` of outputs that do
+    not name the list differentiates something else (a query loss after a support loop)."""
+    derived = {container}
+    for bind in flow.of(Bind):
+        if bind.line > loop.end and bind.expr is not None and names_in(bind.expr, attributes=True) & derived:
+            derived.add(bind.name)  # `lls = torch.cat(lls).unbind()`: the same graphs, under the name differentiated
+    for event in flow.of(Backward):
+        if event.line <= loop.end:
+            continue
+        if not event.function or (event.outputs is not None and names_in(event.outputs, attributes=True) & derived):
+            return True
+        if event.outputs is not None and _over(event, derived):
+            return True
+    return False
+
+
+def _over(event: Backward, derived: set[str]) -> bool:
+    """`[autograd.grad(l, ...) for l in lls]` (or a `for` loop): what is differentiated is
+    each item of the kept list in turn."""
+    targets: set[str] = set()
+
+    class Comprehensions(cst.CSTVisitor):
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            if names_in(node.iter, attributes=True) & derived:
+                targets.update(names_in(node.target))
+
+    if event.stmt is not None:
+        event.stmt.visit(Comprehensions())
+    return bool(names_in(event.outputs) & targets) if event.outputs is not None else False

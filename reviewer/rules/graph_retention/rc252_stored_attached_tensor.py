@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Loop, Store, Use, Write
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Store, Use, Write
 from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
@@ -14,7 +14,7 @@ from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in,
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_on, combined_after, detached, trimmed
+from review_copies.rules.graph_retention.helpers import backward_after, backward_on, combined_after, detached, trimmed
 
 _VALID = (
     Valid(
@@ -339,6 +339,37 @@ class StoredAttachedTensor(Rule):
         Invalid(
             """
             import torch
+            from torch import nn
+            from torch.utils.data import DataLoader
+            def test(model: nn.Module, predictor: nn.Module, emb, pos_edge, batch_size: int):
+                model.eval()
+                node_emb = model(emb)
+                pos_preds = []
+                for perm in DataLoader(range(pos_edge.size(0)), batch_size):
+                    edge = pos_edge[perm].t()
+                    pos_preds += [predictor(node_emb[edge[0]], node_emb[edge[1]]).squeeze().cpu()]
+                pos_pred = torch.cat(pos_preds, dim=0)
+                return -torch.log(pos_pred + 1e-15).mean()
+            """,
+            line=10,
+            fix="""
+            import torch
+            from torch import nn
+            from torch.utils.data import DataLoader
+            def test(model: nn.Module, predictor: nn.Module, emb, pos_edge, batch_size: int):
+                model.eval()
+                node_emb = model(emb)
+                pos_preds = []
+                for perm in DataLoader(range(pos_edge.size(0)), batch_size):
+                    edge = pos_edge[perm].t()
+                    pos_preds += [predictor(node_emb[edge[0]], node_emb[edge[1]]).squeeze().cpu().detach()]
+                pos_pred = torch.cat(pos_preds, dim=0)
+                return -torch.log(pos_pred + 1e-15).mean()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
             def train(model, loader, optimizer):
                 losses = []
                 for x, y in loader:
@@ -422,7 +453,7 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # per-time-step pieces of this function's own result, put together after the loop
         if outer is not None and one_iteration(flow, store, outer):
             continue  # one step's graph, kept once: memory does not grow with the steps
-        if loop is not None and _backward_after(flow, loop, container):
+        if loop is not None and backward_after(flow, loop, container):
             continue
         what = short_code(store.value_node)
         where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call"
@@ -544,39 +575,6 @@ def _one_optimizer_step(flow: FunctionFlow, container: str, store: Store, loop: 
 
 def _steps_inside(flow: FunctionFlow, loop: Loop) -> bool:
     return any(loop.start <= e.line <= loop.end and ((isinstance(e, Call) and e.method == "step") or (isinstance(e, Write) and e.op == "optimizer.step()")) for e in flow.events)
-
-
-def _backward_after(flow: FunctionFlow, loop: Loop, container: str) -> bool:
-    """A backward after the loop, which may run through what the list kept (`sum(losses)`
-    went into `total`, and `total.backward()`); `torch.autograd.grad(...)` of outputs that do
-    not name the list differentiates something else (a query loss after a support loop)."""
-    derived = {container}
-    for bind in flow.of(Bind):
-        if bind.line > loop.end and bind.expr is not None and names_in(bind.expr, attributes=True) & derived:
-            derived.add(bind.name)  # `lls = torch.cat(lls).unbind()`: the same graphs, under the name differentiated
-    for event in flow.of(Backward):
-        if event.line <= loop.end:
-            continue
-        if not event.function or (event.outputs is not None and names_in(event.outputs, attributes=True) & derived):
-            return True
-        if event.outputs is not None and _over(event, derived):
-            return True
-    return False
-
-
-def _over(event: Backward, derived: set[str]) -> bool:
-    """`[autograd.grad(l, ...) for l in lls]` (or a `for` loop): what is differentiated is
-    each item of the kept list in turn."""
-    targets: set[str] = set()
-
-    class Comprehensions(cst.CSTVisitor):
-        def visit_CompFor(self, node: cst.CompFor) -> None:
-            if names_in(node.iter, attributes=True) & derived:
-                targets.update(names_in(node.target))
-
-    if event.stmt is not None:
-        event.stmt.visit(Comprehensions())
-    return bool(names_in(event.outputs) & targets) if event.outputs is not None else False
 
 
 def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> int | None:
