@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 
 import libcst as cst
 
@@ -276,12 +277,12 @@ class LegacyConstructorAlias(Rule):
             source = event.args[0]
             if source.fresh and source.dtype in (None, dtype):
                 continue  # `torch.Tensor(torch.zeros(n))`: an alias of a temporary nobody else holds shares nothing
-            if source.dtype in (None, dtype) and _cloned_at_once(flow, event):
+            if source.dtype in (None, dtype) and _called_at_once(flow, event, {"clone"}):
                 continue  # `torch.Tensor(tags).clone()`: copied before any name holds the alias
             written = _written_after(flow, event, source.roots)
             if source.dtype == dtype and not written:
                 continue  # the same dtype and no write through either name: the alias changes nothing
-            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or allocated_here(source.roots) or _converted_at_once(flow, event)):
+            if source.dtype is None and not written and not _handed_back(flow, event) and (not plain or allocated_here(source.roots) or _called_at_once(flow, event, api.DTYPE_METHODS)):
                 # An unknown dtype, no write, and the alias only read here: a typed constructor
                 # given another dtype raises at once (`torch.FloatTensor(b[:2]) + ...`). Plain
                 # `torch.Tensor(t)` keeps t's dtype, which matters for what came from outside
@@ -323,16 +324,11 @@ def _made_afresh_before(flow: FunctionFlow, write: Write, event: Call) -> bool:
     )
 
 
-def _converted_at_once(flow: FunctionFlow, event: Call) -> bool:
-    """`torch.Tensor(classes).int()`: the result goes straight into a dtype conversion, so
-    the dtype `torch.Tensor` kept is never seen."""
-    return any(e.receiver_node is event.call and e.method in api.DTYPE_METHODS for e in flow.of(Call))
-
-
-def _cloned_at_once(flow: FunctionFlow, event: Call) -> bool:
-    """`torch.Tensor(tags).clone()`: the alias goes straight into a copy, so no write through
-    a name can reach the source."""
-    return any(e.receiver_node is event.call and e.method == "clone" for e in flow.of(Call))
+def _called_at_once(flow: FunctionFlow, event: Call, methods: AbstractSet[str]) -> bool:
+    """The constructor's result goes straight into one of `methods`: a dtype conversion
+    (`torch.Tensor(classes).int()`, so the dtype `torch.Tensor` kept is never seen) or a copy
+    (`torch.Tensor(tags).clone()`, so no write through a name can reach the source)."""
+    return any(e.receiver_node is event.call and e.method in methods for e in flow.of(Call))
 
 
 def _handed_back(flow: FunctionFlow, event: Call) -> bool:
