@@ -33,6 +33,9 @@ def test_a_stored_output_whose_backward_already_ran_is_said_to_keep_only_nodes()
     assert "graph nodes alive" in freed and "line 9" in freed and "whole graph" not in freed
     [kept] = _messages(CAPTURE.format(backward="output.backward(torch.ones_like(output), retain_graph=True)"), "RC252")
     assert "whole graph alive" in kept
+    # The usual training step: the loss computed from the stored output is what backpropagates.
+    [through_loss] = _messages(CAPTURE.format(backward="loss = (output - 1).pow(2).mean()\n        loss.backward()"), "RC252")
+    assert "graph nodes alive" in through_loss and "line 10" in through_loss and "whole graph" not in through_loss
 
 
 CLIP = """

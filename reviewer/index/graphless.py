@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 
+from review_copies.analysis.semantics import api
+
 _NO_GRAPH_METHODS = frozenset(
     "new_zeros new_ones new_full new_empty new_tensor detach argmax argmin argsort nonzero long int bool byte short char "
     "numel item tolist numpy eq ne lt gt le ge isnan isinf isfinite".split()
@@ -77,3 +79,30 @@ def returns_no_graph(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         elif isinstance(node, (ast.Yield, ast.YieldFrom)):
             return False
     return bool(returns) and all(_no_graph(r, binds) for r in returns)
+
+
+def delegates(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every `return` of the method hands back what a method of another object it holds
+    computes (`return self.crf.decode(emissions, mask)`, `return self.loss_fct.get_label(
+    logits)`), and there is one: not a submodule's forward pass (`self.fc(x)`), nor a tensor
+    method. What such a call returns (Viterbi paths, thresholded labels, a graph) is only
+    known to the class it calls."""
+    returns: list[ast.expr] = []
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                return False
+            returns.append(node.value)
+    return bool(returns) and all(_held_objects_method(r) for r in returns)
+
+
+def _held_objects_method(value: ast.expr) -> bool:
+    """`self.crf.decode(...)`: a method, other than a forward pass, of an attribute of `self`."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    held, method = value.func.value, value.func.attr
+    if not (isinstance(held, ast.Attribute) and isinstance(held.value, ast.Name) and held.value.id == "self"):
+        return False
+    return method not in ("forward", "__call__") and method not in api.tensor_methods()

@@ -27,7 +27,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 39
+INDEX_VERSION = 40
 
 
 @dataclass(frozen=True)
@@ -225,13 +225,22 @@ class RepoIndex:
         with autograd off by its decorator (`@torch.no_grad()`) or returns only values that
         can carry no graph (`x.new_zeros(n, dtype=torch.long)`), and there is one; abstract
         declarations (`raise NotImplementedError`) are not definitions."""
-        def defs() -> Iterator[Facts | None]:
-            for path in self.paths_mentioning(f"def {name}("):
-                facts = self.facts(path) or {}
-                yield facts.get("functions", {}).get(name)
-                yield from (c["methods"].get(name) for c in facts.get("classes", {}).values())
+        return _all_without_graph(_definitions(self, name)) is True
 
-        return _all_without_graph(defs()) is True
+    def hands_on_another_objects_result(self, name: str, cls: str = "") -> bool:
+        """Whether every definition of the method `name` (in the classes named `cls`, when
+        given) returns only what a method of an object it holds computes (`return
+        self.crf.decode(emissions, mask)`), and there is one: what the call hands back, a
+        graph or none, is unknown here, not a forward pass's output."""
+        defs = _methods_of(self, cls, name) if cls else _definitions(self, name)
+        found = False
+        for fn in defs:
+            if fn is None or fn.get("stub"):
+                continue
+            if not fn.get("delegates"):
+                return False
+            found = True
+        return found
 
     def called_grad_off(self, name: str, kind: str, depth: int = 3, origin: str | None = None, accepts: Signature | None = None) -> bool:
         """Whether every call of the function `name` outside the tests runs with autograd off,
@@ -331,12 +340,7 @@ class RepoIndex:
         values that can carry no graph, for every class of
         that name in the repository that defines it; None when no class of that name defines
         it here (it is inherited, or the class lives elsewhere)."""
-        def defs() -> Iterator[Facts | None]:
-            for path in self.paths_mentioning(f"class {cls}"):
-                info = (self.facts(path) or {}).get("classes", {}).get(cls)
-                yield info["methods"].get(method) if info is not None else None
-
-        return _all_without_graph(defs())
+        return _all_without_graph(_methods_of(self, cls, method))
 
 
 # Column 0 is module level: a call inside a function or a block is indented.
@@ -405,6 +409,22 @@ def _visible(name: str, kind: str) -> bool:
     loop that owns it), a dispatch table by its name and a key (`TABLE[key](...)`, kind
     "table"); a method a framework calls for the repository is not."""
     return bool(name) and (kind in ("function", "table") or (kind == "method" and not _FRAMEWORK_CALLED.match(name)))
+
+
+def _definitions(index: RepoIndex, name: str) -> Iterator[Facts | None]:
+    """Each function and method the repository defines under `name`."""
+    for path in index.paths_mentioning(f"def {name}("):
+        facts = index.facts(path) or {}
+        yield facts.get("functions", {}).get(name)
+        yield from (c["methods"].get(name) for c in facts.get("classes", {}).values())
+
+
+def _methods_of(index: RepoIndex, cls: str, method: str) -> Iterator[Facts | None]:
+    """`cls.method` in each class of that name the repository defines (None where one
+    does not define it)."""
+    for path in index.paths_mentioning(f"class {cls}"):
+        info = (index.facts(path) or {}).get("classes", {}).get(cls)
+        yield info["methods"].get(method) if info is not None else None
 
 
 def _all_without_graph(defs: Iterable[Facts | None]) -> bool | None:

@@ -161,6 +161,16 @@ def graphless_helper_call(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
     return bool(flow.file.once(f"no graph from {name}", lambda: flow.index.returns_no_graph(name)))
 
 
+def another_objects_result(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
+    """`model.crf_decode(outputs, mask)`: a call of a method that the repository defines
+    only to hand back what an object it holds computes (`return self.crf.decode(...)`): its
+    result is not a submodule's forward output, and whether it holds a graph is unknown."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or flow.index is None:
+        return False
+    name = node.func.attr.value
+    return bool(flow.file.once(f"another object's result from {name}", lambda: flow.index.hands_on_another_objects_result(name)))
+
+
 def _graph(value: Value) -> frozenset[int]:
     """The saved records a value's graph holds, its items' and elements' included. A value
     that does not require grad (`sigmoid(x).detach().numpy()`: memory shared with a saved

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFlow, Loop, Use
-from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFlow, Loop, Store, Use
+from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import dotted, names_in
+from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in
 from review_copies.analysis.values import Kind, Tri
 
 
@@ -318,3 +318,47 @@ def _over(event: Backward, derived: set[str]) -> bool:
     if event.stmt is not None:
         event.stmt.visit(Comprehensions())
     return bool(names_in(event.outputs) & targets) if event.outputs is not None else False
+
+
+def stored_expression(flow: FunctionFlow, store: Store) -> cst.BaseExpression | None:
+    """What is stored, seen through a name to the expression last bound to it."""
+    node = store.value_node
+    if isinstance(node, cst.Name):
+        bind = last_bind(flow, node.value, store.index, reaching=store)
+        return bind.expr if bind is not None else None
+    return node
+
+
+def carried_into_next_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
+    """`pred = model(x); preds.append(pred); x = torch.cat([x[:, 1:], pred], 1)`: the stored
+    name also feeds a name the loop carries into its next pass (bound before the loop, read
+    in it before the store, bound again from the stored name), so every later output's graph
+    holds this one already; keeping it in the list adds nothing. (A running `total = total +
+    loss` is read only where it is rebound: it feeds no step, and stays RC251's.)"""
+    if not isinstance(store.value_node, cst.Name):
+        return False
+    stored = store.value_node.value
+    before = {e.name for e in flow.of(Bind) if e.line < loop.start}
+    feeding = {e.name for e in flow.of(Use) if e.name in before and loop.start <= e.line < store.line}
+    if any(
+        isinstance(e, Bind) and e.name in feeding and e.name != stored and store.line < e.line <= loop.end and e.expr is not None and stored in names_in(e.expr)
+        for e in flow.events
+    ):
+        return True
+    # Meta-learning's inner loop: `grads = torch.autograd.grad(loss, w, create_graph=True)`,
+    # then `w = [p - lr * g ...]` feeds the next pass: the fast weights hold the loss's graph.
+    made = max((e.line for e in flow.of(Bind) if e.name == stored and loop.start <= e.line <= store.line), default=loop.start)
+    derived = {stored}
+    for e in flow.of(Bind):
+        if made < e.line <= loop.end and e.expr is not None and names_in(e.expr) & derived and keeps_graph(e.expr):
+            derived.add(e.name)
+    return bool((derived - {stored}) & feeding)
+
+
+def keeps_graph(expr: cst.BaseExpression) -> bool:
+    """A value computed this way holds its inputs' graph: not `.detach()`/`.item()`, and a
+    `torch.autograd.grad` only with `create_graph=True`."""
+    if isinstance(expr, cst.Call) and dotted(expr.func).endswith("autograd.grad"):
+        return keyword_is(expr, "create_graph", "True")
+    text = code_of(expr)
+    return ".detach()" not in text and ".item()" not in text

@@ -6,15 +6,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Store, Use, Write
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Store, Write
 from review_copies.analysis.queries.aliasing import emptied_before
+from review_copies.analysis.queries.autograd import another_objects_result
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
-from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in, short_code
+from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_after, backward_on, combined_after, detached, trimmed
+from review_copies.rules.graph_retention.helpers import backward_after, backward_on, carried_into_next_pass, combined_after, detached, keeps_graph, stored_expression, trimmed
 
 _VALID = (
     Valid(
@@ -292,6 +293,32 @@ _VALID = (
         """,
         "the step's dict is kept after its loss was replaced by the detached value (packnet-sfm's trainer)",
     ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        from torchcrf import CRF
+        class Tagger(nn.Module):
+            def __init__(self, hidden: int, tags: int):
+                super().__init__()
+                self.fc = nn.Linear(hidden, tags)
+                self.crf = CRF(tags, batch_first=True)
+            def forward(self, x):
+                return self.fc(x)
+            def crf_decode(self, emissions, mask):
+                return self.crf.decode(emissions, mask)
+        def train(model, loader, optimizer):
+            paths = []
+            for x, y, mask in loader:
+                out = model(x)
+                loss = -model.crf(out, y, mask)
+                loss.backward()
+                optimizer.step()
+                paths.append(model.crf_decode(out, mask))
+            return paths
+        """,
+        "`crf_decode` is the model's own method handing back what the CRF object's `decode` computes (Viterbi paths, lists of tag ids), not a submodule's forward output",
+    ),
 )
 
 
@@ -443,12 +470,14 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
         if outer is not None and not persistent and _one_optimizer_step(flow, container, store, outer):
             continue  # the micro-batches of one optimizer step, in a list made anew for each step
-        if outer is not None and _carried_into_next_pass(flow, store, outer):
+        if outer is not None and carried_into_next_pass(flow, store, outer):
             continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
         if loop is not None and _entry_let_go(flow, store, loop):
             continue  # a step's dict whose graph-carrying entry was replaced by its detached value
         if _made_into_array(flow, container, store):
             continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
+        if another_objects_result(flow, stored_expression(flow, store)):
+            continue  # `model.crf_decode(out, mask)`: what `self.crf.decode(...)` hands back, no forward output
         if outer is not None and combined_after(flow, container, outer):
             continue  # per-time-step pieces of this function's own result, put together after the loop
         if outer is not None and one_iteration(flow, store, outer):
@@ -473,32 +502,6 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
         yield Hit(store.node, message, (store.value_node, detached(store.value_node)))
 
 
-def _carried_into_next_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
-    """`pred = model(x); preds.append(pred); x = torch.cat([x[:, 1:], pred], 1)`: the stored
-    name also feeds a name the loop carries into its next pass (bound before the loop, read
-    in it before the store, bound again from the stored name), so every later output's graph
-    holds this one already; keeping it in the list adds nothing. (A running `total = total +
-    loss` is read only where it is rebound: it feeds no step, and stays RC251's.)"""
-    if not isinstance(store.value_node, cst.Name):
-        return False
-    stored = store.value_node.value
-    before = {e.name for e in flow.of(Bind) if e.line < loop.start}
-    feeding = {e.name for e in flow.of(Use) if e.name in before and loop.start <= e.line < store.line}
-    if any(
-        isinstance(e, Bind) and e.name in feeding and e.name != stored and store.line < e.line <= loop.end and e.expr is not None and stored in names_in(e.expr)
-        for e in flow.events
-    ):
-        return True
-    # Meta-learning's inner loop: `grads = torch.autograd.grad(loss, w, create_graph=True)`,
-    # then `w = [p - lr * g ...]` feeds the next pass: the fast weights hold the loss's graph.
-    made = max((e.line for e in flow.of(Bind) if e.name == stored and loop.start <= e.line <= store.line), default=loop.start)
-    derived = {stored}
-    for e in flow.of(Bind):
-        if made < e.line <= loop.end and e.expr is not None and names_in(e.expr) & derived and _keeps_graph(e.expr):
-            derived.add(e.name)
-    return bool((derived - {stored}) & feeding)
-
-
 def _entry_let_go(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
     """packnet-sfm's trainer: `output["loss"] = output["loss"].detach()` just before
     `outputs.append(output)`. The stored value is the step's dict, whose graph-carrying entry
@@ -508,18 +511,9 @@ def _entry_let_go(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
         return False
     name = store.value_node.value
     return any(
-        e.container == name and e.how == "setitem" and loop.start <= e.line < store.line and e.value_node is not None and not _keeps_graph(e.value_node)
+        e.container == name and e.how == "setitem" and loop.start <= e.line < store.line and e.value_node is not None and not keeps_graph(e.value_node)
         for e in flow.of(Store)
     )
-
-
-def _keeps_graph(expr: cst.BaseExpression) -> bool:
-    """A value computed this way holds its inputs' graph: not `.detach()`/`.item()`, and a
-    `torch.autograd.grad` only with `create_graph=True`."""
-    if isinstance(expr, cst.Call) and dotted(expr.func).endswith("autograd.grad"):
-        return keyword_is(expr, "create_graph", "True")
-    text = code_of(expr)
-    return ".detach()" not in text and ".item()" not in text
 
 
 def _same_key_each_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
@@ -578,10 +572,15 @@ def _steps_inside(flow: FunctionFlow, loop: Loop) -> bool:
 
 
 def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> int | None:
-    """The line of `value.backward(...)` on the stored name in the same loop body, if any."""
+    """The line of the backward pass, in the same loop body, through the stored name or a
+    name computed from it there (`loss = criterion(output, y); loss.backward()`), if any."""
     if loop is None or not isinstance(store.value_node, cst.Name):
         return None
-    for event in backward_on(flow, store.value_node.value):
+    derived = [store.value_node.value]
+    for bind in flow.of(Bind):
+        if loop.start <= bind.line <= loop.end and bind.expr is not None and bind.name not in derived and names_in(bind.expr) & set(derived):
+            derived.append(bind.name)
+    for event in sorted((e for name in derived for e in backward_on(flow, name)), key=lambda e: e.index):
         if not loop.start <= event.line <= loop.end:
             continue
         if isinstance(event.node, cst.Call) and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in event.node.args):

@@ -49,7 +49,11 @@ def graph_as_known(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, u
             cls = _class_of(flow, expr.func.value, use.index) if isinstance(expr.func, cst.Attribute) else ""
             known = flow.index.method_returns_no_graph(cls, name) if cls else None
             off = known if known is not None else flow.index.returns_no_graph(name)
-            return value.but(grad=Tri.NO) if off else value
+            if off:
+                return value.but(grad=Tri.NO)
+            if isinstance(expr.func, cst.Attribute) and flow.index.hands_on_another_objects_result(name, cls):
+                return value.but(grad=Tri.MAYBE)  # `model.get_labels(logits)`: what `self.loss_fct.get_label(...)` makes of them
+            return value
         else:
             return value
     return value

@@ -362,6 +362,25 @@ _VALID = (
         """,
         "the only caller turns autograd off for the rest of its body before it calls (deeplab-pytorch's demo)",
     ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        from torchcrf import CRF
+        class Tagger(nn.Module):
+            def __init__(self, hidden: int, tags: int):
+                super().__init__()
+                self.fc = nn.Linear(hidden, tags)
+                self.crf = CRF(tags, batch_first=True)
+            def forward(self, x):
+                return self.fc(x)
+            def crf_decode(self, emissions, mask):
+                return self.crf.decode(emissions, mask)
+        def evaluate(model, x, mask):
+            return model.crf_decode(model(x), mask).cpu().numpy()
+        """,
+        "`crf_decode` hands back what the CRF object's `decode` computes (Viterbi paths), not a submodule's forward output: whether it holds a graph is unknown",
+    ),
 )
 
 
