@@ -2327,3 +2327,58 @@ def test_a_parameter_annotated_to_take_lists_too_is_left_to_torch_tensor() -> No
     for annotation in ("torch.Tensor", '"torch.Tensor"', "Optional[torch.Tensor]"):
         [found] = _messages(QUANTILES.format(annotation=annotation), "RC301")
         assert "on the tensor `tau`" in found, annotation
+
+
+def test_a_state_dict_written_through_is_copied_tensor_by_tensor() -> None:
+    # A dict has no `.clone()`: the fix that makes the binding a copy must copy the tensors it holds.
+    source = """
+    import torch
+
+
+    def vector_to_state_dict(vec, model):
+        state_dict = model.state_dict()
+        pointer = 0
+        for name, param in state_dict.items():
+            num = param.numel()
+            state_dict[name].copy_(vec[pointer : pointer + num].view_as(param))
+            pointer += num
+        return state_dict
+    """
+    text = textwrap.dedent(source).lstrip("\n")
+    [finding] = review_file(FileJob("m.py", text, None, ("RC102",))).findings
+    assert finding.suggestion is not None
+    assert finding.suggestion.replacement.strip() == "state_dict = {k: v.clone() for k, v in model.state_dict().items()}"
+
+
+IHVP = """
+import torch
+
+
+def influence(hess_inv: torch.Tensor, full_gradient: torch.Tensor, labels):
+    scores = []
+    for label in labels:
+        start, stop = label * 8, label * 8 + 8
+        hess_inv_delete = hess_inv.clone()
+        hess_inv_delete = torch.cat([hess_inv_delete[:, :start], hess_inv_delete[:, stop:]], dim=1)
+        grad = torch.cat([full_gradient[:start], full_gradient[stop:]])
+        scores.append((hess_inv_delete @ grad).sum().item())
+    return scores
+
+
+def lissa(hvp, vec: torch.Tensor, repeat: int, depth: int, scale: float):
+    ihvp = 0.0
+    for r in range(repeat):
+        h_est = vec.clone()
+        for t in range(depth):
+            h_est = vec + h_est - hvp(h_est) / scale
+        ihvp = ihvp + h_est / scale
+    return ihvp
+"""
+
+
+def test_a_per_iteration_copy_nothing_writes_is_said_to_be_needless() -> None:
+    # Only read (sliced into `torch.cat`), the copy is not needed at all: refilling a buffer
+    # would be the wrong advice. Handed to a callback that might write into it, it may be.
+    read_only, handed = _messages(IHVP, "RC344")
+    assert "`hess_inv_delete = hess_inv` reads the same values without copying" in read_only and "empty_like" not in read_only
+    assert "Allocate once before the loop (`h_est = torch.empty_like(vec)`)" in handed

@@ -18,6 +18,7 @@ from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, 
 from review_copies.analysis.guesses import usage_evidence
 from review_copies.analysis.narrowing import gpu_flag_test, narrow
 from review_copies.analysis.queries.callers import called_only_under_no_grad, under_grad_off_fixture
+from review_copies.analysis.queries.hooks import registered_as_backward_hook
 from review_copies.analysis.semantics import api
 from review_copies.analysis.semantics.containers import element_of
 from review_copies.analysis.syntax import bound_names, dotted, names_in, opt_in_arm, statement_bodies
@@ -37,9 +38,12 @@ class Interpreter(Assignments):
             if any(q in api.GRAD_MODE_OFF for q in self.qualnames(target)):
                 self.no_grad += 1
         if not self.no_grad and self.scope is not None and (
-            called_only_under_no_grad(self.file, self.scope) or under_grad_off_fixture(self.file, self.scope) or self.lightning_evaluation_hook(fn)
+            called_only_under_no_grad(self.file, self.scope)
+            or under_grad_off_fixture(self.file, self.scope)
+            or self.lightning_evaluation_hook(fn)
+            or registered_as_backward_hook(self.file, self.scope)
         ):
-            self.no_grad = self.no_grad_from_callers = 1  # a helper every caller in the file runs under no_grad
+            self.no_grad = self.no_grad_from_callers = 1  # a helper every caller in the file runs under no_grad (or autograd's backward pass does)
         parameters.bind(self, fn)
         self.block(list(statement_bodies(fn)))
         self.flow.final_state = dict(self.state)

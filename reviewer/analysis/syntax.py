@@ -59,6 +59,27 @@ def names_in(node: cst.CSTNode, *, attributes: bool = False, into_lambdas: bool 
     return frozenset(found)
 
 
+def variables_in(node: cst.CSTNode) -> frozenset[str]:
+    """The names `node` reads or writes as variables: not an attribute's name (`grad1` of
+    `param.grad1`), nor a keyword argument's (`dim` of `f(dim=1)`)."""
+    found: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(_Collect())
+    return frozenset(found)
+
+
 def name_nodes(node: cst.CSTNode) -> list[cst.Name]:
     """Every `Name` node under `node`, in order (for callers that need the nodes themselves,
     not only the names `names_in` gives)."""

@@ -10,8 +10,9 @@ from review_copies.analysis.change import Dropped
 from review_copies.analysis.events import Bind, FunctionFlow, Write
 from review_copies.analysis.rewrite import atom, kwarg, method, out_of_place
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import call_method_name
+from review_copies.analysis.syntax import call_method_name, code_of
 from review_copies.analysis.syntax import dotted as dotted_name
+from review_copies.analysis.values import Kind
 
 
 def attribute_source(expr: cst.BaseExpression) -> bool:
@@ -27,6 +28,9 @@ def copy_at_binding(bind: Bind | None, ndarray: bool = False) -> tuple[cst.CSTNo
     if call_method_name(expr) == "to" and isinstance(expr, cst.Call) and not any(a.keyword is not None and a.keyword.value == "copy" for a in expr.args):
         args = [*expr.args[:-1], expr.args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))] if expr.args else []
         return expr, expr.with_changes(args=[*args, kwarg("copy", cst.Name("True"))])
+    if bind.value.kind is Kind.STATE_DICT:
+        # A dict has no `.clone()`: copy each tensor it holds.
+        return expr, cst.parse_expression(f"{{k: v.clone() for k, v in {code_of(atom(expr))}.items()}}")
     return expr, method(atom(expr), "copy" if ndarray else "clone")
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, Event, FunctionFlow, Use, Write
+from review_copies.analysis.queries.loops import opposite_arms
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.syntax import code_of, dotted
 from review_copies.analysis.values import Kind, Value
@@ -97,12 +98,27 @@ def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[st
             continue
         if u.index < event.index and set(u.loops) & set(event.loops) & rebound_in:
             continue
+        if u.index > event.index and _rebound_between_arms(flow, event, u, name):
+            continue  # the other arm of an `if` in the loop: only a later iteration reaches it, after the name is bound anew
         if u.index < event.index and _written_by(flow, u):
             continue  # the target of another write, not a read of the values
         if id(u.node) in item_stores:
             continue
         out.append(u)
     return out
+
+
+def _rebound_between_arms(flow: FunctionFlow, event: Event, use: Use, name: str) -> bool:
+    """`w = t[i].numpy()`, then `if scalar: t[i] = v` / `else: ... w[j] ...` in a loop that
+    binds `w` on every pass: the write and the read sit in opposite arms of one `if`, so
+    the read runs on a later pass, and that pass binds the name anew first."""
+    shared = set(use.loops) & set(event.loops)
+    if not shared or not opposite_arms(flow, event.line, use.line):
+        return False
+    return any(
+        isinstance(e, Bind) and e.name == name and set(e.loops) & shared and use.arms[: len(e.arms)] == e.arms and event.arms[: len(e.arms)] == e.arms
+        for e in flow.events
+    )
 
 
 def _written_by(flow: FunctionFlow, use: Use) -> bool:

@@ -250,3 +250,21 @@ def _if_bodies(flow: FunctionFlow, loop: Loop) -> list[tuple[int, int]]:
 
 def returned(flow: FunctionFlow, name: str) -> bool:
     return any(e.value_node is not None and name in names_in(e.value_node, attributes=True) for e in flow.of(Return))
+
+
+def opposite_arms(flow: FunctionFlow, one: int, other: int) -> bool:
+    """Whether the two lines sit in the two arms of one `if` of the function."""
+    if flow.scope is None:
+        return False
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            nonlocal found
+            if node.orelse is None:
+                return
+            (a, b), (c, d) = flow.file.span(node.body), flow.file.span(node.orelse)
+            found = found or (a <= one <= b and c <= other <= d) or (a <= other <= b and c <= one <= d)
+
+    flow.scope.node.visit(Find())
+    return found

@@ -80,6 +80,26 @@ class WriteThroughNumpyShare(WriteThroughAlias):
             """,
             "after the write `host` is only stored into, never read: no stale values are seen (TorchLens' test modules)",
         ),
+        Valid(
+            """
+            import copy
+            import numpy as np
+            import torch
+            def approximate(model, find_subset, epsilon: float, n: int):
+                approx = copy.deepcopy(model.state_dict())
+                for h in list(approx.keys()):
+                    for i in range(len(approx[h])):
+                        w = approx[h][i].cpu().data.numpy()
+                        a = np.random.uniform(size=n).tolist()
+                        if len(approx[h][i].size()) == 0:
+                            approx[h][i] = find_subset(w, a, epsilon)
+                        else:
+                            for j in range(len(w)):
+                                approx[h][i][j] = find_subset(w[j], a, epsilon)
+                return approx
+            """,
+            "the write and the later read sit in opposite arms of one `if`: the read runs on a later pass, which binds `w` anew first",
+        ),
     )
     INVALID = (
         Invalid(

@@ -12,7 +12,7 @@ from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in
+from review_copies.analysis.syntax import code_of, dotted, keyword_is, names_in, variables_in
 from review_copies.analysis.values import Kind, Tri
 
 
@@ -95,7 +95,13 @@ def differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
     """A backward pass runs through the sum (`total.backward()`, `torch.autograd.grad(total /
     n, params)`): an in-graph sum built to be differentiated. One after the name was started
     afresh (`total = 0.0`) differentiates another sum, not this one."""
-    for backward in backward_on(flow, acc.name):
+    # `potential = nll + prior; potential.backward()`: what is differentiated may be built
+    # from the sum after it is done.
+    derived = [acc.name]
+    for bind in flow.of(Bind):
+        if bind.index > acc.index and bind.expr is not None and bind.name not in derived and variables_in(bind.expr) & set(derived):
+            derived.append(bind.name)
+    for backward in sorted((b for name in derived for b in backward_on(flow, name)), key=lambda b: b.index):
         if backward.index < acc.index:
             return True  # in a loop: last pass's backward, or the sum's own
         restarted = any(
@@ -362,3 +368,22 @@ def keeps_graph(expr: cst.BaseExpression) -> bool:
         return keyword_is(expr, "create_graph", "True")
     text = code_of(expr)
     return ".detach()" not in text and ".item()" not in text
+
+
+def rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """The name is set afresh earlier in this same call (or, in a loop, this same pass), on
+    every path to the update (in the update's own arm or one around it: `self.model =
+    build(); if cuda: self.model = self.model.cuda()`), so what the update reads is this
+    call's value, not the last call's. Updates of its own between the two, on every path
+    too, change this pass's value (`delta = x - x0; delta = delta + step; delta = delta /
+    norm`, a PGD step's projection)."""
+    before = acc.index
+    while (bind := last_bind(flow, acc.name, before)) is not None and bind.expr is not None:
+        if acc.arms[: len(bind.arms)] != bind.arms or bind.loops != acc.loops:
+            return False
+        # `grad1 = param.grad1 ** 2` reads the attribute `grad1` of `param`, not the name.
+        read = variables_in(bind.expr) | {n for n in names_in(bind.expr, attributes=True) if "." in n}
+        if acc.name not in read or bind.value.grad is Tri.NO:
+            return not any(isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events)
+        before = bind.index  # `self.h = self.h.unsqueeze(0)`: it carries on whatever came before it
+    return False

@@ -7,12 +7,10 @@ from collections.abc import Iterator
 import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Backward, FunctionFlow, Loop
-from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_outside, few_steps, loop_of, one_iteration, reset_each_optimizer_step, step_loop
 from review_copies.analysis.rewrite import atom
 from review_copies.analysis.syntax import names_in, short_code
-from review_copies.analysis.values import Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.graph_retention.helpers import (
@@ -23,6 +21,7 @@ from review_copies.rules.graph_retention.helpers import (
     detached,
     differentiated,
     managed_by_the_caller,
+    rebound_this_call,
     restarted_on_request,
 )
 
@@ -407,6 +406,51 @@ _VALID = (
         """,
         "a recurrent state whose caller sets it and cuts it between windows (truncated backpropagation through time): the graph it holds does not grow (a virtual-analog phaser model)",
     ),
+    Valid(
+        """
+        import copy
+        import torch
+        def diag_hessian(model, inputs, batch_size: int):
+            diag_h = copy.deepcopy(model)
+            for minibatch in torch.split(inputs, batch_size):
+                output = model(minibatch)
+                torch.logsumexp(output, dim=1).sum().backward(retain_graph=True)
+                for param, diag in zip(model.parameters(), diag_h.parameters()):
+                    grad1 = param.grad1 ** 2
+                    diag.data -= grad1.sum(dim=0).detach()
+                prob = torch.softmax(output, dim=1)
+                for k, output_k in enumerate(output.sum(dim=0)):
+                    output_k.backward(retain_graph=True)
+                    for param, diag in zip(model.parameters(), diag_h.parameters()):
+                        grad1 = param.grad1 ** 2
+                        grad1 = prob[:, k] @ grad1.flatten(1, -1)
+                        diag.data += grad1.reshape(param.shape).detach()
+            return diag_h
+        """,
+        "`grad1 = param.grad1 ** 2` binds the name afresh from an attribute that happens to share it: each pass transforms its own value, nothing carries over",
+    ),
+    Valid(
+        """
+        import torch
+        from torch import nn
+        from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+
+        def potential_and_grad(model: nn.Module, loader, position: torch.Tensor, prior_precision: float):
+            vector_to_parameters(position, model.parameters())
+            model.zero_grad(set_to_none=True)
+            criterion = nn.CrossEntropyLoss(reduction="sum")
+            nll = torch.zeros(())
+            for x, y in loader:
+                nll = nll + criterion(model(x), y)
+            potential = nll + 0.5 * prior_precision * torch.dot(position, position)
+            potential.backward()
+            grad = parameters_to_vector([p.grad for p in model.parameters()]).detach()
+            return potential.detach(), grad
+        """,
+        "the negative log-likelihood over the whole data set, summed in the graph on purpose: the potential built from it "
+        "backpropagates once after the loop (Hamiltonian Monte Carlo's full-batch gradient)",
+    ),
 )
 
 _INVALID = (
@@ -505,7 +549,7 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # `def detach_hidden(self): self.state = self.state.detach()`: a recurrent state its caller cuts or sets
         if cut_later_this_pass(flow, acc):
             continue  # `x = x + step; x = x.detach().requires_grad_()`: what the next pass reads holds no graph
-        if _rebound_this_call(flow, acc):
+        if rebound_this_call(flow, acc):
             continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
         # Sums over layers, heads or pairs inside one step are part of the graph on purpose:
         # only accumulation across training steps (or across calls, on self) retains graphs,
@@ -550,21 +594,3 @@ def _sums_the_items(loop: Loop, acc: Accumulate) -> bool:
         return False
     value = acc.value_node
     return isinstance(value, cst.Name) and value.value == node.target.value
-
-
-def _rebound_this_call(flow: FunctionFlow, acc: Accumulate) -> bool:
-    """The name is set afresh earlier in this same call (or, in a loop, this same pass), on
-    every path to the update (in the update's own arm or one around it: `self.model =
-    build(); if cuda: self.model = self.model.cuda()`), so what the update reads is this
-    call's value, not the last call's. Updates of its own between the two, on every path
-    too, change this pass's value (`delta = x - x0; delta = delta + step; delta = delta /
-    norm`, a PGD step's projection)."""
-    before = acc.index
-    while (bind := last_bind(flow, acc.name, before)) is not None and bind.expr is not None:
-        if acc.arms[: len(bind.arms)] != bind.arms or bind.loops != acc.loops:
-            return False
-        if acc.name not in names_in(bind.expr, attributes=True) or bind.value.grad is Tri.NO:
-            return not any(isinstance(e, Accumulate) and e.name == acc.name and e.index < bind.index and e.line == bind.line for e in flow.events)
-        before = bind.index  # `self.h = self.h.unsqueeze(0)`: it carries on whatever came before it
-    return False
-

@@ -9,6 +9,7 @@ from review_copies.analysis.events import Bind, Event, FunctionFlow
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.handed import classes_bound, classes_handed, frozen_handed
+from review_copies.analysis.queries.loops import opposite_arms
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import dotted
 from review_copies.analysis.values import Tri, Value
@@ -68,27 +69,9 @@ def _reaching_bind(flow: FunctionFlow, name: str, use: Event) -> Bind | None:
     for i in range(len(binds) - 1, -1, -1):
         bind = binds[i]
         killed = any(k.loops == use.loops and set(k.arms) <= set(use.arms) for k in binds[:i])
-        if not (killed and _opposite_arms(flow, bind.line, use.line)):
+        if not (killed and opposite_arms(flow, bind.line, use.line)):
             return bind
     return None
-
-
-def _opposite_arms(flow: FunctionFlow, one: int, other: int) -> bool:
-    """Whether the two lines sit in the two arms of one `if` of the function."""
-    if flow.scope is None:
-        return False
-    found = False
-
-    class Find(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            nonlocal found
-            if node.orelse is None:
-                return
-            (a, b), (c, d) = flow.file.span(node.body), flow.file.span(node.orelse)
-            found = found or (a <= one <= b and c <= other <= d) or (a <= other <= b and c <= one <= d)
-
-    flow.scope.node.visit(Find())
-    return found
 
 
 def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:

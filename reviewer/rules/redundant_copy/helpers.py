@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Write
 from review_copies.analysis.syntax import call_method_name, receiver_of
 from review_copies.analysis.values import Kind, Value
 
@@ -19,3 +20,33 @@ def new_and_unshared(value: Value) -> bool:
     """A tensor just computed that nothing else refers to (`a.index_select(0, i)`, `x * 2`):
     cloning it copies it a second time (RC341's finding)."""
     return value.kind is Kind.TENSOR and value.fresh and value.certain and not value.via
+
+
+def held_roots(value: Value, depth: int = 3) -> frozenset[str]:
+    """The storages a value keeps, its items' included: `children.append((child, label))`
+    keeps `label`'s clone inside the tuple it appends."""
+    held = value.roots
+    if depth > 0:
+        for item in (*(value.items or ()), *((value.element,) if value.element is not None else ())):
+            held |= held_roots(item, depth - 1)
+    return held
+
+
+def read_only_copy(flow: FunctionFlow, bind: Bind, loop: Loop, source: cst.BaseExpression) -> bool:
+    """After the copy, nothing in the loop's body writes into it or into its source, and it
+    goes only to torch's own functions and tensor methods (`torch.cat([h[:, :k], h[:, k + 1:]])`),
+    not to a call that might write into it: the copy is not needed at all."""
+    copied = bind.value.roots
+    origin = flow.value(source)
+    if not copied or origin is None or not origin.roots:
+        return False
+    later = [e for e in flow.events if bind.index < e.index and e.line <= loop.end]
+    if any(isinstance(e, Write) and e.target.roots & (copied | origin.roots) for e in later):
+        return False
+    return not any(
+        isinstance(e, Call)
+        and not any(q.startswith("torch.") for q in e.qualnames)
+        and not (e.receiver is not None and e.receiver.kind is Kind.TENSOR)
+        and any(held_roots(a) & copied for a in (*e.args, *(v for _, v in e.kwargs)))
+        for e in later
+    )

@@ -91,6 +91,21 @@ class CloneThenDetach(Rule):
             """,
             "autograd is off in the whole method: the clone records nothing, so the order does not matter (open-metric-learning's memory bank)",
         ),
+        Valid(
+            """
+            from torch import nn
+            grads = {}
+            def save_grad(name: str):
+                def hook(module, grad_input, grad_output):
+                    grads[name] = grad_output[0].clone().detach()
+                return hook
+            def attach(model: nn.Module):
+                for name, module in model.named_modules():
+                    if isinstance(module, nn.Linear):
+                        module.register_full_backward_hook(save_grad(name))
+            """,
+            "a backward hook runs inside the backward pass, with autograd off unless it was asked to create a graph: the clone records nothing",
+        ),
     )
     INVALID = (
         Invalid(

@@ -15,7 +15,7 @@ from review_copies.analysis.syntax import dotted, names_in, short_code
 from review_copies.analysis.values import Kind, Tri, Value
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.redundant_copy.helpers import clone_receiver
+from review_copies.rules.redundant_copy.helpers import clone_receiver, held_roots, read_only_copy
 
 # Container methods that keep what they are handed: a list, a deque, a queue (`add` is a tensor's too).
 _GROWING = frozenset(("append", "extend", "insert", "appendleft", "put"))
@@ -389,8 +389,8 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue  # the source changes every iteration
             roots = bind.value.roots
             kept = (
-                any(isinstance(e, Store) and _held_roots(e.value) & roots for e in flow.events)
-                or any(type(e).__name__ == "Return" and _held_roots(e.value) & roots for e in flow.events)
+                any(isinstance(e, Store) and held_roots(e.value) & roots for e in flow.events)
+                or any(type(e).__name__ == "Return" and held_roots(e.value) & roots for e in flow.events)
                 or _appended(flow, roots)
             )
             holders = {bind.name} | _aliases_in_loop(flow, bind, loop)
@@ -410,6 +410,12 @@ class PerIterationCloneIntoNewTensor(Rule):
                 f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
                 f"and refill it with `{bind.name}.copy_({src_name})` inside."
             )
+            if read_only_copy(flow, bind, loop, source):
+                message = (
+                    f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
+                    f"and nothing in the iteration writes into the copy or into `{src_name}`, nor hands the copy to a call that could: "
+                    f"`{bind.name} = {src_name}` reads the same values without copying."
+                )
             yield Hit(bind.node, message)
 
 
@@ -417,7 +423,7 @@ def _appended(flow: FunctionFlow, roots: frozenset[str]) -> bool:
     """`bbox_list.append(noisy_bbox)` into a list the analysis does not know (a parameter, a
     list or None): each iteration's copy is kept, on the path where nothing rebound the name."""
     return any(
-        isinstance(e, Call) and e.method in _GROWING and (e.receiver is None or e.receiver.kind is not Kind.TENSOR) and any(_held_roots(a) & roots for a in e.args)
+        isinstance(e, Call) and e.method in _GROWING and (e.receiver is None or e.receiver.kind is not Kind.TENSOR) and any(held_roots(a) & roots for a in e.args)
         for e in flow.events
     )
 
@@ -449,16 +455,6 @@ def _written_with_a_graph(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
         elif isinstance(event, Backward) and event.outputs is not None and names_in(event.outputs) & derived:
             return True
     return False
-
-
-def _held_roots(value: Value, depth: int = 3) -> frozenset[str]:
-    """The storages a value keeps, its items' included: `children.append((child, label))`
-    keeps `label`'s clone inside the tuple it appends."""
-    held = value.roots
-    if depth > 0:
-        for item in (*(value.items or ()), *((value.element,) if value.element is not None else ())):
-            held |= _held_roots(item, depth - 1)
-    return held
 
 
 def _set_once(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
