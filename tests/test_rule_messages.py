@@ -2382,3 +2382,31 @@ def test_a_per_iteration_copy_nothing_writes_is_said_to_be_needless() -> None:
     read_only, handed = _messages(IHVP, "RC344")
     assert "`hess_inv_delete = hess_inv` reads the same values without copying" in read_only and "empty_like" not in read_only
     assert "Allocate once before the loop (`h_est = torch.empty_like(vec)`)" in handed
+
+
+def test_a_needless_copy_of_a_tensor_of_unknown_storage_is_said_so_unless_the_source_is_written() -> None:
+    code = """
+    import torch
+
+
+    def unwritten(load_hessian, labels):
+        hess_inv = load_hessian()
+        out = []
+        for label in labels:
+            h = hess_inv.clone()
+            out.append(torch.cat([h[:label], h[label + 1:]]).sum().item())
+        return out
+
+
+    def written(load_hessian, labels):
+        hess_inv = load_hessian()
+        out = []
+        for label in labels:
+            h = hess_inv.clone()
+            hess_inv[label] = 0
+            out.append((h - hess_inv).sum().item())
+        return out
+    """
+    needless, snapshot = _messages(code, "RC344")
+    assert "`h = hess_inv` reads the same values without copying" in needless
+    assert "reads the same values" not in snapshot

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Write
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Store, Write
+from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, receiver_of
 from review_copies.analysis.values import Kind, Value
 
@@ -38,10 +40,18 @@ def read_only_copy(flow: FunctionFlow, bind: Bind, loop: Loop, source: cst.BaseE
     not to a call that might write into it: the copy is not needed at all."""
     copied = bind.value.roots
     origin = flow.value(source)
-    if not copied or origin is None or not origin.roots:
+    if not copied:
         return False
+    source_roots = origin.roots if origin is not None else frozenset()
     later = [e for e in flow.events if bind.index < e.index and e.line <= loop.end]
-    if any(isinstance(e, Write) and e.target.roots & (copied | origin.roots) for e in later):
+    # (A source the analysis knows no storage of, a parameter of unknown type, is matched by name.)
+    name = name_of(source)
+    if any(
+        (isinstance(e, Write) and (e.target.roots & (copied | source_roots) or name_of(e.target_node) == name))
+        or (isinstance(e, Store) and e.container == name)
+        or (isinstance(e, Call) and e.method is not None and api.is_inplace_method(e.method) and e.receiver_node is not None and name_of(e.receiver_node) == name)
+        for e in later
+    ):
         return False
     return not any(
         isinstance(e, Call)
