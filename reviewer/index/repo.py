@@ -233,14 +233,7 @@ class RepoIndex:
         self.crf.decode(emissions, mask)`), and there is one: what the call hands back, a
         graph or none, is unknown here, not a forward pass's output."""
         defs = _methods_of(self, cls, name) if cls else _definitions(self, name)
-        found = False
-        for fn in defs:
-            if fn is None or fn.get("stub"):
-                continue
-            if not fn.get("delegates"):
-                return False
-            found = True
-        return found
+        return _every_definition(defs, lambda fn: bool(fn.get("delegates"))) is True
 
     def called_grad_off(self, name: str, kind: str, depth: int = 3, origin: str | None = None, accepts: Signature | None = None) -> bool:
         """Whether every call of the function `name` outside the tests runs with autograd off,
@@ -429,14 +422,19 @@ def _methods_of(index: RepoIndex, cls: str, method: str) -> Iterator[Facts | Non
 
 def _all_without_graph(defs: Iterable[Facts | None]) -> bool | None:
     """Whether every definition runs under a grad-off decorator or returns only graph-free
-    values (read lazily: the first that does neither settles it), None when there is none;
-    abstract declarations (`raise NotImplementedError`) are left out: the implementations
-    decide."""
+    values, None when there is none."""
+    return _every_definition(defs, lambda fn: bool(fn.get("grad_off") or fn.get("no_graph")))
+
+
+def _every_definition(defs: Iterable[Facts | None], holds: Callable[[Facts], bool]) -> bool | None:
+    """Whether `holds` for every definition (read lazily: the first that fails settles it),
+    None when there is none; abstract declarations (`raise NotImplementedError`) are left
+    out: the implementations decide."""
     found: bool | None = None
     for fn in defs:
         if fn is None or fn.get("stub"):
             continue
-        if not fn.get("grad_off") and not fn.get("no_graph"):
+        if not holds(fn):
             return False
         found = True
     return found

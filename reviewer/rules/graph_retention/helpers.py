@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 
@@ -32,6 +32,19 @@ def backward_on(flow: FunctionFlow, name: str) -> Iterator[Backward]:
     for event in flow.of(Backward):
         if event.outputs is not None and (name_of(event.outputs) == name or name in names_in(event.outputs, attributes=True)):
             yield event
+
+
+def backward_on_built(
+    flow: FunctionFlow, name: str, binds: Iterable[Bind], reads: Callable[[cst.CSTNode], frozenset[str]] = variables_in
+) -> list[Backward]:
+    """The backward passes, in order, through `name` or a name one of `binds` builds from it
+    (`loss = criterion(output, y); loss.backward()`); `reads` says which names a binding's
+    expression reads."""
+    derived = [name]
+    for bind in binds:
+        if bind.expr is not None and bind.name not in derived and reads(bind.expr) & set(derived):
+            derived.append(bind.name)
+    return sorted((b for n in derived for b in backward_on(flow, n)), key=lambda b: b.index)
 
 
 def combined_after(flow: FunctionFlow, name: str, loop: Loop) -> bool:
@@ -97,11 +110,7 @@ def differentiated(flow: FunctionFlow, acc: Accumulate) -> bool:
     afresh (`total = 0.0`) differentiates another sum, not this one."""
     # `potential = nll + prior; potential.backward()`: what is differentiated may be built
     # from the sum after it is done.
-    derived = [acc.name]
-    for bind in flow.of(Bind):
-        if bind.index > acc.index and bind.expr is not None and bind.name not in derived and variables_in(bind.expr) & set(derived):
-            derived.append(bind.name)
-    for backward in sorted((b for name in derived for b in backward_on(flow, name)), key=lambda b: b.index):
+    for backward in backward_on_built(flow, acc.name, (b for b in flow.of(Bind) if b.index > acc.index)):
         if backward.index < acc.index:
             return True  # in a loop: last pass's backward, or the sum's own
         restarted = any(

@@ -15,7 +15,7 @@ from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_after, backward_on, carried_into_next_pass, combined_after, detached, keeps_graph, stored_expression, trimmed
+from review_copies.rules.graph_retention.helpers import backward_after, backward_on_built, carried_into_next_pass, combined_after, detached, keeps_graph, stored_expression, trimmed
 
 _VALID = (
     Valid(
@@ -576,11 +576,8 @@ def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> in
     name computed from it there (`loss = criterion(output, y); loss.backward()`), if any."""
     if loop is None or not isinstance(store.value_node, cst.Name):
         return None
-    derived = [store.value_node.value]
-    for bind in flow.of(Bind):
-        if loop.start <= bind.line <= loop.end and bind.expr is not None and bind.name not in derived and names_in(bind.expr) & set(derived):
-            derived.append(bind.name)
-    for event in sorted((e for name in derived for e in backward_on(flow, name)), key=lambda e: e.index):
+    in_loop = (b for b in flow.of(Bind) if loop.start <= b.line <= loop.end)
+    for event in backward_on_built(flow, store.value_node.value, in_loop, reads=names_in):
         if not loop.start <= event.line <= loop.end:
             continue
         if isinstance(event.node, cst.Call) and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in event.node.args):

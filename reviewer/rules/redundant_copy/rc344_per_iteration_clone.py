@@ -405,16 +405,16 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue  # a graph built on the clone outlives the iteration: refilling one buffer would change what it saved
             if _written_with_a_graph(flow, bind, loop):
                 continue  # the copy joins the graph: a buffer refilled in place would carry each iteration's graph into the next
-            message = (
-                f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
-                f"used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
-                f"and refill it with `{bind.name}.copy_({src_name})` inside."
-            )
+            copies = f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}"
             if read_only_copy(flow, bind, loop, source):
                 message = (
-                    f"`{bind.name} = {short_code(bind.expr)}` allocates a new full-size copy on every iteration of the loop at line {loop.start}, "
-                    f"and nothing in the iteration writes into the copy or into `{src_name}`, nor hands the copy to a call that could: "
+                    f"{copies}, and nothing in the iteration writes into the copy or into `{src_name}`, nor hands the copy to a call that could: "
                     f"`{bind.name} = {src_name}` reads the same values without copying."
+                )
+            else:
+                message = (
+                    f"{copies}, used only within the iteration. Allocate once before the loop (`{bind.name} = torch.empty_like({src_name})`) "
+                    f"and refill it with `{bind.name}.copy_({src_name})` inside."
                 )
             yield Hit(bind.node, message)
 
