@@ -2410,3 +2410,35 @@ def test_a_needless_copy_of_a_tensor_of_unknown_storage_is_said_so_unless_the_so
     needless, snapshot = _messages(code, "RC344")
     assert "`h = hess_inv` reads the same values without copying" in needless
     assert "reads the same values" not in snapshot
+
+
+
+FROZEN_COPY = """
+import copy
+import torch
+from torch import nn
+
+
+class Tuned(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.output = copy.deepcopy(model)
+        {freeze}
+
+    def rescale(self, factor: float):
+        for p in self.output.parameters():
+            p.mul_(factor)
+"""
+FREEZE_ALL = "for p in self.output.parameters():\n            p.requires_grad = False"
+
+
+def test_a_write_into_parameters_the_constructor_froze_is_reported_only_when_a_part_is_unfrozen() -> None:
+    # Every parameter frozen by a loop in `__init__`: the in-place write is legal.
+    assert _messages(FROZEN_COPY.format(freeze=FREEZE_ALL), "RC202") == []
+    # The head turned back on: its parameters are leaves that require grad, and `mul_` raises.
+    unfreeze = "\n        for p in self.output.fc.parameters():\n            p.requires_grad = True"
+    [leaf] = _messages(FROZEN_COPY.format(freeze=FREEZE_ALL + unfreeze), "RC202")
+    assert "`p.mul_(factor)`" in leaf and "leaf tensor that requires grad" in leaf
+    # A freezing loop that skips some parameters freezes no module.
+    skipping = "for name, p in self.output.named_parameters():\n            if 'fc' in name:\n                continue\n            p.requires_grad = False"
+    assert len(_messages(FROZEN_COPY.format(freeze=skipping), "RC202")) == 1

@@ -215,6 +215,17 @@ class Context:
         if module is not None and module.kind is Kind.MODULE and value.grad is Tri.NO and module.params_grad is Tri.YES:
             self.state[owner] = module.but(params_grad=Tri.MAYBE)
 
+    def set_parameters_grad(self, owner: str, on: bool) -> None:
+        """A loop set the grad flag of every parameter of the module `owner` names. Turning
+        it on for a part (`model.head`) leaves a frozen module that holds it partly frozen."""
+        module = self.state.get(owner)
+        if module is not None:
+            self.state[owner] = module.but(params_grad=Tri.YES if on else Tri.NO)
+        if on:
+            frozen = [key for key, held in self.state.items() if owner.startswith(f"{key}.") and held.params_grad is Tri.NO]
+            for key in frozen:
+                self.state[key] = self.state[key].but(params_grad=Tri.MAYBE)
+
     @staticmethod
     def device_of(value: Value) -> Device:
         """Where a `device=` argument puts a tensor."""

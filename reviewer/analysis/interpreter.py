@@ -15,6 +15,7 @@ from review_copies.analysis import expressions, parameters
 from review_copies.analysis.assignments import Assignments
 from review_copies.analysis.context import State, join_states
 from review_copies.analysis.events import Accumulate, Bind, FunctionFlow, Loop, Return
+from review_copies.analysis.freezing import grad_flags_set
 from review_copies.analysis.guesses import usage_evidence
 from review_copies.analysis.narrowing import gpu_flag_test, narrow
 from review_copies.analysis.queries.callers import called_only_under_no_grad, under_grad_off_fixture
@@ -257,6 +258,9 @@ class Interpreter(Assignments):
         self.loop_pass(stmt, element)
         self.loop_stack.pop()
         self.state = join_states(before, self.state)
+        if isinstance(stmt, cst.For):
+            for owner, on in grad_flags_set(stmt).items():
+                self.set_parameters_grad(owner, on)
         if stmt.orelse is not None:
             self.block(stmt.orelse.body.body)
 

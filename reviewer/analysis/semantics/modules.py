@@ -45,7 +45,9 @@ def call_module_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
         element = Value(kind=Kind.TENSOR, grad=Tri.YES if keep else Tri.NO, leaf=keep, device=recv.device, roots=owned, via="state_dict", origin=origin)
         return Value(kind=Kind.STATE_DICT, grad=Tri.NO, roots=owned, element=element, via="state_dict", origin=origin)
     if method in ("parameters", "named_parameters"):
-        element = Value(kind=Kind.TENSOR, grad=Tri.YES, leaf=True, device=recv.device, roots=owned, origin=origin)
+        # A module whose every parameter was frozen (`for p in m.parameters(): p.requires_grad = False`).
+        grad = Tri.NO if recv.params_grad is Tri.NO else Tri.YES
+        element = Value(kind=Kind.TENSOR, grad=grad, leaf=True, device=recv.device, roots=owned, origin=origin)
         if method == "named_parameters":
             element = Value(kind=Kind.TUPLE, items=(OTHER, element), element=element)
         return Value(kind=Kind.PARAMETER_LIST, grad=Tri.NO, roots=owned, element=element, origin=origin)

@@ -184,6 +184,25 @@ class InplaceOnLeafRequiringGrad(Rule):
             """,
             "the new module's parameters were made not to require grad before they are filled",
         ),
+        Valid(
+            """
+            import copy
+            import torch
+            from torch import nn
+            class Rebasin(nn.Module):
+                def __init__(self, model: nn.Module):
+                    super().__init__()
+                    self.source = copy.deepcopy(model)
+                    self.output = copy.deepcopy(model)
+                    for p1, p2 in zip(self.source.parameters(), self.output.parameters()):
+                        p1.requires_grad = False
+                        p2.requires_grad = False
+                def permute(self, perm: torch.Tensor):
+                    for p1, p2 in zip(self.output.parameters(), self.source.parameters()):
+                        p1.copy_(p2[perm])
+            """,
+            "the constructor froze every parameter of both copies (cycle-consistent-model-merging's ReparamNet)",
+        ),
     )
     INVALID = (
         Invalid(
