@@ -1838,3 +1838,114 @@ def test_a_new_numpy_array_handed_to_a_nested_helper_is_no_one_elses(repo: Repo,
     repo.write("stain.py", STAIN.format(call="flat = np.stack(patches).reshape(-1, 3)\n        od = rgb_to_od(flat)\n        od = od - flat.mean()"))
     repo.commit("centre the optical density")
     assert _whole_file(repo, tmp_path, "stain.py") == [("RC102", 11)]
+
+
+NETHOOK = '''
+import torch
+
+
+def set_requires_grad(requires_grad, *models):
+    for model in models:
+        if isinstance(model, torch.nn.Module):
+            for param in model.parameters():
+                param.requires_grad = requires_grad
+        elif isinstance(model, (torch.nn.Parameter, torch.Tensor)):
+            model.requires_grad = requires_grad
+'''
+
+CAUSAL_TRACE = '''
+import torch
+from util import nethook
+
+
+def make_generator_transform(mean, cov):
+    d = len(mean)
+    layer = torch.nn.Linear(d, d, dtype=torch.double)
+    nethook.set_requires_grad({flag}, layer)
+    layer.bias[...] = mean
+    _, s, v = cov.svd()
+    layer.weight[...] = s.sqrt()[None, :] * v
+    return layer
+'''
+
+
+def test_a_write_into_a_layer_that_a_helper_elsewhere_froze_is_legal(repo: Repo, tmp_path: Path) -> None:
+    # ROME's causal tracing freezes a new layer through `nethook.set_requires_grad(False, layer)`,
+    # defined in another file, then fills its parameters in place: no leaf requires grad.
+    repo.write("util/__init__.py", "")
+    repo.write("util/nethook.py", _dedent(NETHOOK))
+    repo.write("trace.py", _dedent(CAUSAL_TRACE.format(flag="False")))
+    repo.commit("a generator layer frozen before it is filled")
+    assert _whole_file(repo, tmp_path, "trace.py") == []
+    # Turned on instead, the first write raises.
+    repo.write("trace.py", _dedent(CAUSAL_TRACE.format(flag="True")))
+    repo.commit("the layer left trainable")
+    assert _whole_file(repo, tmp_path, "trace.py") == [("RC202", 9), ("RC202", 11)]
+
+
+GAN = '''
+import torch
+from torch import nn
+
+
+class Model:
+    def __init__(self, netG: nn.Module, netD: nn.Module):
+        self.netG, self.netD = netG, netD
+
+    def set_requires_grad(self, nets, requires_grad=False):
+        if not isinstance(nets, list):
+            nets = [nets]
+        for net in nets:
+            if net is not None:
+                for param in net.parameters():
+                    param.requires_grad = requires_grad
+
+    def clip_discriminator(self):
+        self.set_requires_grad({args})
+        self.netD.fc.weight.clamp_(-0.01, 0.01)
+'''
+
+
+@pytest.mark.parametrize(("args", "expected"), [("[self.netD], False", []), ("self.netD", []), ("[self.netD], True", [("RC202", 19)]), ("[self.netG], False", [("RC202", 19)])])
+def test_a_method_that_sets_the_flag_of_the_nets_it_is_handed_freezes_them_by_its_default(repo: Repo, tmp_path: Path, args: str, expected: list) -> None:
+    # CycleGAN's `set_requires_grad(nets, requires_grad=False)`: a list or one net, off by default.
+    repo.write("gan.py", _dedent(GAN.format(args=args)))
+    repo.commit("a discriminator clipped after it is frozen")
+    assert _whole_file(repo, tmp_path, "gan.py") == expected
+
+
+EDIT_NORMS = '''
+import matplotlib.pyplot as plt
+import torch
+
+
+def plot(result, n):
+    edit = result.edit_vectors[0].cpu()
+    norm = edit.norm(dim=2)
+    norm = norm{detach}.numpy()[:n, :]
+    plt.imshow(norm)
+'''
+
+EVALUATE = '''
+import torch
+from helpers import plot
+
+
+{decorator}
+def evaluate(editor, batch, n):
+    plot(editor(batch), n)
+'''
+
+
+@pytest.mark.parametrize(("decorator", "expected"), [("@torch.no_grad()", []), ("", [("RC322", 8)])])
+def test_a_dropped_detach_in_a_helper_only_called_with_autograd_off_elsewhere_is_harmless(repo: Repo, tmp_path: Path, decorator: str, expected: list) -> None:
+    # hypernetwork-editor drops `.detach()` before `.numpy()` in a plotting helper whose one
+    # caller, in another file, runs under `@torch.no_grad()`: nothing it gets requires grad.
+    repo.write("evaluate.py", _dedent(EVALUATE.format(decorator=decorator)))
+    repo.write("helpers.py", _dedent(EDIT_NORMS.format(detach=".detach()")))
+    repo.commit("plot the edit norms")
+    repo.write("helpers.py", _dedent(EDIT_NORMS.format(detach="")))
+    repo.commit("fix a memory leak in evaluation")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = run_cli("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", "--fail-on", "none", env=env)
+    assert [(f["rule"], f["line"]) for f in result.json["findings"]] == expected

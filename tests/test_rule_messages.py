@@ -2442,3 +2442,38 @@ def test_a_write_into_parameters_the_constructor_froze_is_reported_only_when_a_p
     # A freezing loop that skips some parameters freezes no module.
     skipping = "for name, p in self.output.named_parameters():\n            if 'fc' in name:\n                continue\n            p.requires_grad = False"
     assert len(_messages(FROZEN_COPY.format(freeze=skipping), "RC202")) == 1
+
+
+TRIAL_STEPS = """
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def train(model, optimizer, loader, evaluate):
+    for data, target in loader:
+        optimizer.zero_grad()
+        F.cross_entropy(model(data), target).backward()
+        gradients = [param.grad.clone() for param in model.parameters()]
+        params = model.state_dict()
+        losses = []
+        for lr in np.linspace(0.1, 0.5, 10):
+            with torch.no_grad():
+                for {names} in {iterable}:
+                    param -= lr * gradient
+                losses.append(evaluate(model))
+                for param, gradient in zip(params.values(), gradients):
+                    param += lr * gradient
+        {after}
+"""
+
+
+def test_a_state_dict_written_through_its_own_entries_is_a_handle_not_a_snapshot() -> None:
+    # CDP-SGD tries each learning rate by writing the step into the model through the dict's
+    # entries and taking it back: the references are the point, and a copy would break it.
+    assert _messages(TRIAL_STEPS.format(names="param, gradient", iterable="zip(params.values(), gradients)", after="pass"), "RC151") == []
+    assert _messages(TRIAL_STEPS.format(names="i, (param, gradient)", iterable="enumerate(zip(params.values(), gradients))", after="pass"), "RC151") == []
+    # Written through the model's own parameters instead, the dict read afterwards is stale.
+    stale = TRIAL_STEPS.format(names="param, gradient", iterable="zip(model.parameters(), gradients)", after="best = params")
+    [message] = _messages(stale.replace("best = params", "torch.save(params, 'best.pt')"), "RC151")
+    assert "is not a snapshot" in message

@@ -13,7 +13,7 @@ from typing import Any
 from review_copies.analysis.parse import OTHER_FRAMEWORKS
 from review_copies.analysis.semantics import api
 from review_copies.index.arrays import NOTHING_ANNOTATED, Annotated, a_new_array, an_array, annotated_arrays, array_functions, record_binding
-from review_copies.index.frozen import freezes_parameters
+from review_copies.index.frozen import freezes_parameters, grad_flag_setter
 from review_copies.index.gradmode import grad_off, grad_off_spans
 from review_copies.index.graphless import callee_name, delegates, returns_no_graph
 
@@ -99,7 +99,7 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
         **_changes(fn, params), "grad_off": grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn),
-        "delegates": delegates(fn),
+        "delegates": delegates(fn), "grad_flags": grad_flag_setter(fn),
     }
 
 

@@ -58,3 +58,55 @@ def _false_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str
 def _spelled(node: ast.expr) -> str:
     """`self.requires_grad_` for that attribute chain; anything else as Python spells it."""
     return ast.unparse(node)
+
+
+def grad_flag_setter(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, object] | None:
+    """Whether the function sets the grad flag of every parameter of modules it is handed,
+    and how: ROME's `nethook.set_requires_grad(requires_grad, *models)` (`for model in
+    models: for param in model.parameters(): param.requires_grad = requires_grad`),
+    CycleGAN's `set_requires_grad(nets, requires_grad=False)`, a `freeze(model)` that calls
+    `model.requires_grad_(False)`. `modules`: the parameters that hold the modules (a
+    `*models` one holds every argument from its place on, a list one its items); `flag`:
+    the parameter that gives the flag, or the flag itself. None when the function sets none,
+    or sets them from different places."""
+    a = fn.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+    params = {*positional, *(p.arg for p in a.kwonlyargs)} | ({a.vararg.arg} if a.vararg else set())
+    # A loop name taken from a parameter's items (`for net in nets`) stands for that parameter.
+    held: dict[str, str] = {p: p for p in params}
+    loops = [n for n in ast.walk(fn) if isinstance(n, ast.For)]
+    for loop in loops:
+        if isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name) and loop.iter.id in params:
+            held.setdefault(loop.target.id, loop.iter.id)
+    each: dict[str, str] = {}  # a loop name over a module's `.parameters()` -> the parameter holding the module
+    for loop in loops:
+        it = loop.iter
+        if (isinstance(loop.target, ast.Name) and isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+                and it.func.attr == "parameters" and isinstance(it.func.value, ast.Name) and it.func.value.id in held):
+            each[loop.target.id] = held[it.func.value.id]
+    modules: set[str] = set()
+    flags: set[object] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Attribute) and target.attr == "requires_grad" and isinstance(target.value, ast.Name) and target.value.id in each:
+                modules.add(each[target.value.id])
+                flags.add(_flag_of(node.value, params))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id in held and owner.id not in each:
+                modules.add(held[owner.id])
+                flags.add(_flag_of(node.args[0], params) if node.args else True)
+    if not modules or len(flags) != 1 or None in flags:
+        return None
+    return {"modules": sorted(modules), "flag": flags.pop(), "positional": positional, "vararg": a.vararg.arg if a.vararg else None,
+            "defaults": {p: d.value for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults) if isinstance(d, ast.Constant) and isinstance(d.value, bool)}}
+
+
+def _flag_of(value: ast.expr, params: set[str]) -> object:
+    """`False`/`True`, the parameter's name that gives the flag, or None (anything else)."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+        return value.value
+    if isinstance(value, ast.Name) and value.id in params:
+        return value.id
+    return None

@@ -27,7 +27,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 40
+INDEX_VERSION = 41
 
 
 @dataclass(frozen=True)
@@ -410,6 +410,20 @@ def _definitions(index: RepoIndex, name: str) -> Iterator[Facts | None]:
         facts = index.facts(path) or {}
         yield facts.get("functions", {}).get(name)
         yield from (c["methods"].get(name) for c in facts.get("classes", {}).values())
+
+
+def grad_flag_setters(index: RepoIndex, name: str) -> list[Facts]:
+    """How each definition of the function or method `name` sets the grad flag of the
+    modules it is handed (the index's `grad_flags`); empty unless every definition (one at
+    least) sets them."""
+    found = []
+    for fn in _definitions(index, name):
+        if fn is None:
+            continue  # (the file's other classes and functions)
+        if fn.get("grad_flags") is None:
+            return []
+        found.append(fn["grad_flags"])
+    return found
 
 
 def _methods_of(index: RepoIndex, cls: str, method: str) -> Iterator[Facts | None]:

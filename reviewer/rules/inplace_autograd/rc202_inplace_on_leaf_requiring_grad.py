@@ -16,8 +16,9 @@ from review_copies.analysis.queries.callers import (
 )
 from review_copies.analysis.queries.intent import deliberate_write, in_place_by_name
 from review_copies.analysis.rewrite import no_grad_block
-from review_copies.analysis.syntax import short_code
+from review_copies.analysis.syntax import dotted, short_code
 from review_copies.analysis.values import Tri
+from review_copies.index.repo import grad_flag_setters
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 
@@ -292,6 +293,8 @@ class InplaceOnLeafRequiringGrad(Rule):
                 continue  # the first failing write is the one to fix; the next would not run
             if _callers_turn_grad_off(flow) or called_grad_off_in_repository(flow) or reached_only_by_reference(flow):
                 break  # every caller turns autograd off, or no call says whether it does
+            if _frozen_by_a_call(flow, write):
+                continue
             reported.add(key)
             what = short_code(write.stmt or write.node)
             message = (
@@ -317,3 +320,66 @@ def _callers_turn_grad_off(flow: FunctionFlow) -> bool:
     if scope is not None and used_only_under_no_grad(flow.file, scope):
         return True  # `with torch.no_grad(): self.network.apply(init_weights)`, the closure's only use
     return in_place_by_name(flow) and scope is not None and (not own_call_sites(flow.file, scope) or called_only_under_no_grad(flow.file, scope))
+
+
+def _frozen_by_a_call(flow: FunctionFlow, write: Write) -> bool:
+    """`nethook.set_requires_grad(False, layer)` before `layer.bias[...] = mean` (ROME's
+    causal tracing): a function of the repository that sets the grad flag of every parameter
+    of the modules handed to it (the index's `grad_flags`) turned it off, earlier in this
+    function, for the module whose parameter is written."""
+    index = flow.index
+    target = dotted(write.target_node)
+    if index is None or flow.scope is None or not target:
+        return False
+    parts = target.split(".")
+    owners = {".".join(parts[:i]) for i in range(1, len(parts))}
+    for call in _calls_before(flow.scope.node, write.line, flow):
+        name = dotted(call.func).rpartition(".")[2]
+        setters = grad_flag_setters(index, name) if name else []  # type: ignore[arg-type]
+        if setters and all(_turns_off(call, setter, owners) for setter in setters):
+            return True
+    return False
+
+
+def _calls_before(node: cst.CSTNode, line: int, flow: FunctionFlow) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if flow.file.line_of(call) < line:
+                found.append(call)
+
+    node.visit(Calls())
+    return found
+
+
+def _turns_off(call: cst.Call, setter: dict, owners: set[str]) -> bool:
+    """Whether this call of a grad-flag setter passes `False` for the flag and one of
+    `owners` (or a list holding one) for the modules."""
+    positional: list[str] = list(setter["positional"])
+    if positional and positional[0] == "self" and isinstance(call.func, cst.Attribute):
+        positional = positional[1:]  # `self.set_requires_grad(...)`: `self` is not passed
+    bound: dict[str, list[cst.BaseExpression]] = {}
+    place = 0
+    for arg in call.args:
+        if arg.star:
+            return False
+        if arg.keyword is not None:
+            bound.setdefault(arg.keyword.value, []).append(arg.value)
+            continue
+        param = positional[place] if place < len(positional) else setter["vararg"]
+        place += 1
+        if param is None:
+            return False
+        bound.setdefault(param, []).append(arg.value)
+    flag = setter["flag"]
+    if isinstance(flag, str):
+        given = bound.get(flag)
+        if given is None:
+            flag = setter["defaults"].get(flag)
+        else:
+            flag = given[0].value == "True" if isinstance(given[0], cst.Name) and given[0].value in ("True", "False") else None
+    if flag is not False:
+        return False
+    handed = [e.value for m in setter["modules"] for v in bound.get(m, []) for e in (v.elements if isinstance(v, (cst.List, cst.Tuple)) else [cst.Element(v)])]
+    return any(dotted(v) in owners for v in handed)

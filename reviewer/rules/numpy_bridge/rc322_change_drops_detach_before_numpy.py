@@ -8,6 +8,7 @@ import libcst as cst
 
 from review_copies.analysis.change import Dropped
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.syntax import short_code
 from review_copies.analysis.values import Device, Tri
 from review_copies.model.findings import Category, Severity
@@ -166,7 +167,7 @@ class ChangeDropsDetachBeforeNumpy(Rule):
                 continue  # `g, res = g.cpu().detach(), res.cpu().detach()` first: the guard moved up, it was not dropped
             risks = []
             # Under `no_grad` the conversion takes a tensor that requires grad: only the grad mode is checked.
-            if any(d.what == ".detach()" for d in dropped) and not event.no_grad:
+            if any(d.what == ".detach()" for d in dropped) and not event.no_grad and not called_grad_off_in_repository(flow):
                 risks.append("requires grad (\"Can't call numpy() on Tensor that requires grad\")")
             if any(d.what == ".cpu()" for d in dropped):
                 risks.append("lives on a GPU (\"can't convert cuda:0 device type tensor to numpy\")")

@@ -167,9 +167,26 @@ def written_through_entries(flow: FunctionFlow, name: str, change: Event) -> boo
         loop = flow.loops.get(loop_id)
         if loop is None or not isinstance(loop.node, cst.For) or writer not in names_in(loop.node.target):
             continue
-        if re.fullmatch(rf"{re.escape(name)}\.(items|values)\(\)", code_of(loop.node.iter)):
+        if any(_entries_of(name, iterable) for iterable in _iterated_with(loop.node.target, loop.node.iter, writer)):
             return True
     return False
+
+
+def _entries_of(name: str, iterable: cst.BaseExpression) -> bool:
+    return re.fullmatch(rf"{re.escape(name)}\.(items|values)\(\)", code_of(iterable)) is not None
+
+
+def _iterated_with(target: cst.BaseExpression, iterable: cst.BaseExpression, writer: str) -> list[cst.BaseExpression]:
+    """What the loop name `writer` is taken from: the iterable itself, or the part of a `zip`
+    (`for param, gradient in zip(sd.values(), grads)`) or `enumerate` that binds it."""
+    if isinstance(iterable, cst.Call) and isinstance(target, (cst.Tuple, cst.List)) and not any(a.star for a in iterable.args):
+        func = code_of(iterable.func)
+        parts = [e.value for e in target.elements]
+        if func == "zip" and len(parts) == len(iterable.args):
+            return [found for part, arg in zip(parts, iterable.args) if writer in names_in(part) for found in _iterated_with(part, arg.value, writer)]
+        if func == "enumerate" and len(parts) == 2 and iterable.args and writer in names_in(parts[1]):
+            return _iterated_with(parts[1], iterable.args[0].value, writer)
+    return [iterable]
 
 
 def entry_replaced(flow: FunctionFlow, name: str, change: Event, read: Use) -> bool:
