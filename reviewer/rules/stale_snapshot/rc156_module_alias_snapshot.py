@@ -181,6 +181,28 @@ class ModuleAliasSnapshot(Rule):
             """,
             "the \"backup\" keeps the bare module to undo the `DataParallel` wrapping with: the same module on purpose (Siamese-Vocal-Imitations)",
         ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+            class Compressor:
+                def __init__(self, model: nn.Module):
+                    self.original_model = model
+                def distill(self, student: nn.Module, loader, temperature: float = 4.0):
+                    teacher = self.original_model
+                    teacher.eval()
+                    optimizer = torch.optim.Adam(student.parameters(), lr=1e-3)
+                    for x, y in loader:
+                        with torch.no_grad():
+                            soft = (teacher(x) / temperature).softmax(dim=1)
+                        loss = nn.functional.kl_div((student(x) / temperature).log_softmax(dim=1), soft, reduction="batchmean")
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    return student
+            """,
+            "the only optimizer built here trains the student: the teacher is the model itself, on purpose (a federated MAML repository's distillation)",
+        ),
     )
     INVALID = (
         Invalid(
@@ -225,6 +247,8 @@ class ModuleAliasSnapshot(Rule):
                 continue  # `target_model = model`, then `if parallel: target_model = model.module`: the module to work on
             if _kept_to_unwrap(flow, bind):
                 continue  # `self.backup = self.net`, `self.net = nn.DataParallel(self.net)`, later `self.net = self.backup`
+            if _another_module_trained(flow, bind):
+                continue  # `teacher = self.original_model`; the optimizer built here takes `student.parameters()`
             spelled = copy_module(flow)
             message = (
                 f"`{bind.name} = {short_code(expr)}` does not copy the module: both names are one object with one set of parameters, "
@@ -233,6 +257,23 @@ class ModuleAliasSnapshot(Rule):
             )
             fix = (expr, cst.Call(func=dotted_expr(spelled), args=[cst.Arg(expr)])) if spelled else None
             yield Hit(bind.node, message, fix)
+
+
+def _another_module_trained(flow: FunctionFlow, bind: Bind) -> bool:
+    """The optimizers this function builds (one at least) all take the parameters of other
+    modules than the alias and what it names (knowledge distillation's `optimizer =
+    Adam(student.parameters())` beside `teacher = self.original_model`): nothing here trains
+    the module, so the alias never drifts from it."""
+    names = {bind.name, name_of(bind.expr)} if bind.expr is not None else {bind.name}
+    trained = []
+    for call in flow.of(Call):
+        if not any(q.startswith("torch.optim.") for q in call.qualnames) or not call.call.args:
+            continue
+        first = call.call.args[0].value
+        if not (isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value in ("parameters", "named_parameters")):
+            return False  # parameter groups, a list: which modules they hold is not read here
+        trained.append(dotted(first.func.value))
+    return bool(trained) and all(t and not any(t == n or t.startswith(f"{n}.") or n.startswith(f"{t}.") for n in names) for t in trained)
 
 
 def _only_handed_on(flow: FunctionFlow, bind: Bind) -> bool:
