@@ -335,7 +335,9 @@ def _frozen_by_a_call(flow: FunctionFlow, write: Write) -> bool:
     owners = {".".join(parts[:i]) for i in range(1, len(parts))}
     for call in _calls_before(flow.scope.node, write.line, flow):
         name = dotted(call.func).rpartition(".")[2]
-        setters = grad_flag_setters(index, name) if name else []  # type: ignore[arg-type]
+        if not name or not any(dotted(v) in owners for v in _handed(call)):
+            continue  # the index is asked only about calls handed the module (it greps the repository)
+        setters = grad_flag_setters(index, name)  # type: ignore[arg-type]
         if setters and all(_turns_off(call, setter, owners) for setter in setters):
             return True
     return False
@@ -381,5 +383,14 @@ def _turns_off(call: cst.Call, setter: dict, owners: set[str]) -> bool:
             flag = given[0].value == "True" if isinstance(given[0], cst.Name) and given[0].value in ("True", "False") else None
     if flag is not False:
         return False
-    handed = [e.value for m in setter["modules"] for v in bound.get(m, []) for e in (v.elements if isinstance(v, (cst.List, cst.Tuple)) else [cst.Element(v)])]
+    handed = [e for m in setter["modules"] for v in bound.get(m, []) for e in _items(v)]
     return any(dotted(v) in owners for v in handed)
+
+
+def _handed(call: cst.Call) -> list[cst.BaseExpression]:
+    """What the call is handed, the items of a list or tuple argument included."""
+    return [e for arg in call.args for e in _items(arg.value)]
+
+
+def _items(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    return [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
