@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import FunctionFlow, Write
+from review_copies.analysis.events import Call, FunctionFlow, Write
 from review_copies.analysis.queries.callers import (
     called_grad_off_in_repository,
     called_only_under_no_grad,
@@ -329,11 +329,14 @@ def _frozen_by_a_call(flow: FunctionFlow, write: Write) -> bool:
     function, for the module whose parameter is written."""
     index = flow.index
     target = dotted(write.target_node)
-    if index is None or flow.scope is None or not target:
+    if index is None or not target:
         return False
     parts = target.split(".")
     owners = {".".join(parts[:i]) for i in range(1, len(parts))}
-    for call in _calls_before(flow.scope.node, write.line, flow):
+    for event in flow.of(Call):
+        call = event.call
+        if event.line >= write.line:
+            continue
         name = dotted(call.func).rpartition(".")[2]
         if not name or not any(dotted(v) in owners for v in _handed(call)):
             continue  # the index is asked only about calls handed the module (it greps the repository)
@@ -341,18 +344,6 @@ def _frozen_by_a_call(flow: FunctionFlow, write: Write) -> bool:
         if setters and all(_turns_off(call, setter, owners) for setter in setters):
             return True
     return False
-
-
-def _calls_before(node: cst.CSTNode, line: int, flow: FunctionFlow) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            if flow.file.line_of(call) < line:
-                found.append(call)
-
-    node.visit(Calls())
-    return found
 
 
 def _turns_off(call: cst.Call, setter: dict, owners: set[str]) -> bool:
