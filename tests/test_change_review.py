@@ -472,6 +472,77 @@ def test_a_list_of_numbers_is_graph_free_and_a_list_of_tensors_is_not() -> None:
     functions = file_facts(source)["functions"]
     assert {name: fn["no_graph"] for name, fn in functions.items()} == {"numbers": True, "tensors": False, "extended": False, "pair": True}
 
+def test_a_metrics_dict_handed_back_through_a_sibling_method_is_graph_free() -> None:
+    # StoneA18's trainable SAE: `loss()` returns the loss and a dict of `float(...)` numbers,
+    # `training_step()` backpropagates the first and returns the second; a step that returns
+    # the loss itself keeps its graph.
+    source = (
+        "import torch\n\nclass SAE(torch.nn.Module):\n"
+        "    def loss(self, x):\n        total = self.fc(x).pow(2).mean()\n        return total, {'loss': float(total.detach()), 'n': len(x)}\n\n"
+        "    def training_step(self, x):\n        loss, metrics = self.loss(x)\n        loss.backward()\n        return metrics\n\n"
+        "    def loss_step(self, x):\n        loss, metrics = self.loss(x)\n        return loss\n"
+    )
+    methods = file_facts(source)["classes"]["SAE"]["methods"]
+    assert {name: fn["no_graph"] for name, fn in methods.items()} == {"loss": False, "training_step": True, "loss_step": False}
+    # Through a base class of the same file, and a dict filled key by key: with numbers it
+    # holds no graph, with the loss itself it does.
+    derived = source + (
+        "\nclass Trainable(SAE):\n"
+        "    def step(self, x):\n        loss, metrics = self.loss(x)\n        metrics['scale'] = float(x.abs().max())\n        return metrics\n\n"
+        "    def step_keeping_loss(self, x):\n        loss, metrics = self.loss(x)\n        metrics['total'] = loss\n        return metrics\n"
+    )
+    steps = file_facts(derived)["classes"]["Trainable"]["methods"]
+    assert {name: fn["no_graph"] for name, fn in steps.items()} == {"step": True, "step_keeping_loss": False}
+
+
+TRAINABLE_SAE = """
+import torch
+
+
+class SAE(torch.nn.Module):
+    def __init__(self, d: int, k: int):
+        super().__init__()
+        self.encoder = torch.nn.Linear(d, k)
+
+    def loss(self, x: torch.Tensor):
+        total = self.encoder(x).abs().mean()
+        return total, {{"loss": float(total.detach())}}
+
+    def training_step(self, x: torch.Tensor, optimizer):
+        optimizer.zero_grad()
+        loss, metrics = self.loss(x)
+        loss.backward()
+        optimizer.step()
+        return {result}
+"""
+
+TRAIN_SAE = """
+import torch
+
+from sae import SAE
+
+
+def train(sae: SAE, batches, steps: int):
+    optimizer = torch.optim.AdamW(sae.parameters())
+    history = []
+    for step, batch in enumerate(batches, start=1):
+        history.append(sae.training_step(batch, optimizer))
+        if step >= steps:
+            break
+    return history
+"""
+
+
+def test_a_training_steps_metrics_kept_each_step_hold_no_graph(repo: Repo, tmp_path: Path) -> None:
+    repo.write("sae.py", TRAINABLE_SAE.format(result="metrics"))
+    repo.write("train.py", TRAIN_SAE)
+    repo.commit("a training step that returns its numbers")
+    assert _whole_file(repo, tmp_path, "train.py") == []
+    repo.write("sae.py", TRAINABLE_SAE.format(result="loss"))
+    repo.commit("a training step that returns the loss itself")
+    assert _whole_file(repo, tmp_path, "train.py") == [("RC252", 10)]
+
+
 def test_callers_that_are_tests_do_not_speak_for_a_librarys_users(repo: Repo, tmp_path: Path) -> None:
     # Only a test calls the helper, and it checks the result alone: a library's users are not
     # in the repository, so the write into their tensor is still reported.

@@ -2477,3 +2477,148 @@ def test_a_state_dict_written_through_its_own_entries_is_a_handle_not_a_snapshot
     stale = TRIAL_STEPS.format(names="param, gradient", iterable="zip(model.parameters(), gradients)", after="best = params")
     [message] = _messages(stale.replace("best = params", "torch.save(params, 'best.pt')"), "RC151")
     assert "is not a snapshot" in message
+
+
+UNIVERSAL_PERTURBATION = """
+import torch
+import torch.nn.functional as F
+
+
+def universal_perturbation(model, loader, n, alpha: float, bound: float, epochs: int):
+    for epoch in range(epochs):
+        {outer}
+        for x, y in loader:
+            {top}
+            loss = F.cross_entropy(model(x + n), y)
+            model.zero_grad()
+            loss.backward()
+            n = n - alpha * n.grad.sign()
+            n = n.clamp(-bound, bound)
+    return n.detach()
+"""
+
+
+def test_a_perturbation_cut_at_the_top_of_each_pass_keeps_one_step_of_graph() -> None:
+    # `n = n.data.requires_grad_()` starts every pass from a fresh leaf (a universal adversarial
+    # perturbation's step): the update's graph never reaches the next step.
+    assert _messages(UNIVERSAL_PERTURBATION.format(outer="", top="n = n.data.requires_grad_()"), "RC251") == []
+    assert _messages(UNIVERSAL_PERTURBATION.format(outer="", top="n = n.detach().requires_grad_(True)"), "RC251") == []
+    # Cut once per epoch only, the steps of an epoch chain their graphs.
+    per_epoch = UNIVERSAL_PERTURBATION.format(outer="n = n.data.requires_grad_()", top="")
+    assert len(_messages(per_epoch, "RC251")) == 2
+
+
+ABLATION = """
+import torch
+
+
+def ablation_accuracy(model, target: str, idx: int, evaluate, loader):
+    weights = model.state_dict()
+    kept = weights[target][idx, ...].clone().detach()
+    weights[target][idx, ...] = 0
+    accuracy = evaluate(model, loader)
+    weights[target][idx, ...] = {restore}
+    return accuracy
+"""
+
+
+def test_a_filter_zeroed_and_put_back_from_its_own_copy_leaves_the_model_as_it_was() -> None:
+    # Focused-Flip's `test_handcrafted_acc`: zero one filter, measure, put the saved copy back.
+    assert _messages(ABLATION.format(restore="kept"), "RC102") == []
+    # Put back something else, the caller's model is changed.
+    [changed] = _messages(ABLATION.format(restore="kept * 2"), "RC102")
+    assert "writes in place into the argument `model`" in changed
+
+
+HOOK_EDIT = """
+import torch
+
+
+def replace_component(model_comp: torch.Tensor, {second}, new_model_comp: torch.Tensor):
+    if isinstance(model_comp, torch.Tensor):
+        model_comp[:] = new_model_comp
+    return new_model_comp
+"""
+
+
+def test_a_transformerlens_hook_edits_its_activation_by_design() -> None:
+    # TransformerLens calls a hook as `fn(activation, hook=point)`: editing the activation in
+    # place is one of the two ways it documents (self-healing steering vectors' hooks).
+    assert _messages(HOOK_EDIT.format(second="hook"), "RC102") == []
+    [written] = _messages(HOOK_EDIT.format(second="point"), "RC102")
+    assert "writes in place into the argument `model_comp`" in written
+
+
+INJECT = """
+import torch
+
+
+class Attack:
+    def inject(self, model, candidates: dict, loader):
+        for name, mask in candidates.items():
+            weights = model.state_dict()
+            for i in range(mask.size(0)):
+                kernel = weights[name][i, ...].clone().detach()
+                weights[name][i, ...] = mask[i] * kernel.flip(-1) + (1 - mask[i]) * weights[name][i, ...]
+            {load}
+        return self.measure(model, loader)
+"""
+
+
+def test_a_function_that_loads_the_weights_it_wrote_back_into_the_model_changes_it_on_purpose() -> None:
+    # Focused-Flip's `inject_handcrafted_filters`: it writes filters into the state dict and
+    # loads it into the model itself, whose change is the attack.
+    assert _messages(INJECT.format(load="model.load_state_dict(weights)"), "RC102") == []
+    [written] = _messages(INJECT.format(load="pass"), "RC102")
+    assert "writes in place into the argument `model`" in written
+
+
+GRADIENT_BATCHES = """
+import torch
+
+
+def log_prob_and_grad(w: torch.Tensor, batch_size: int):
+    log_p_list, grad_list = [], []
+    for i in range(0, w.shape[0], batch_size):
+        w_batch = w[i:i + batch_size]
+        w_batch.requires_grad_(True)
+        log_p = -(w_batch ** 2).sum(dim=1)
+        (grad,) = torch.autograd.grad(log_p.sum(), w_batch{retain})
+        log_p_list.append(log_p.to(w.dtype))
+        grad_list.append(grad)
+    final_log_p = torch.cat(log_p_list, dim=0)
+    return final_log_p, torch.cat(grad_list)
+"""
+
+
+def test_a_converted_value_whose_graph_autograd_grad_ran_through_keeps_only_nodes() -> None:
+    # mean_field_langevin's MALA batches: `torch.autograd.grad` frees the saved activations as
+    # `backward()` does, and `.to(dtype)` of the log-probability stores that same graph.
+    [freed] = _messages(GRADIENT_BATCHES.format(retain=""), "RC252")
+    assert "graph nodes alive (the backward pass at line 10" in freed and "whole graph" not in freed
+    [kept] = _messages(GRADIENT_BATCHES.format(retain=", retain_graph=True"), "RC252")
+    assert "whole graph alive" in kept
+
+
+BATCHED_STEP = """
+import torch
+
+
+class Witch:
+    def batched_step(self, poison_delta: torch.Tensor, example, victim):
+        inputs, labels, ids = example
+        delta_slice = poison_delta[ids].detach().requires_grad_()
+        loss, prediction = victim.compute(inputs + delta_slice, labels)
+        loss.backward()
+        delta_slice = delta_slice - self.tau * delta_slice.grad.sign()
+        poison_delta[ids] = delta_slice.detach()
+        return {result}
+"""
+
+
+def test_a_step_that_returns_only_numbers_updates_what_it_is_handed_on_purpose() -> None:
+    # Witches' Brew's `_batched_step`: it writes the caller's poison perturbation and reports
+    # `loss.item(), prediction.item()`, numbers about the step, as a bare `loss.item()` would.
+    assert _messages(BATCHED_STEP.format(result="loss.item(), prediction.item()"), "RC102") == []
+    [written] = _messages(BATCHED_STEP.format(result="loss, prediction"), "RC102")
+    assert "writes in place into the argument `poison_delta`" in written

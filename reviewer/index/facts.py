@@ -52,7 +52,7 @@ def _self_attr(node: ast.expr) -> str | None:
     return None
 
 
-def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
+def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, siblings: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None) -> Facts:
     params = _params(fn)
     param_set = set(params)
     keeps: dict[str, list[Any]] = {}  # param -> [attr, line, how]
@@ -98,16 +98,34 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
             returns.add(node.value.id)
     return {
         "params": params, "line": fn.lineno, "keeps": keeps, "writes": sorted(writes), "returns": sorted(returns),
-        **_changes(fn, params), "grad_off": grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn),
+        **_changes(fn, params), "grad_off": grad_off(fn), "stub": _stub(fn), "no_graph": returns_no_graph(fn, siblings),
         "delegates": delegates(fn), "grad_flags": grad_flag_setter(fn),
     }
 
 
-def _method_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Facts:
+def _with_inherited(cls: ast.ClassDef, module: list[ast.stmt]) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods `self.name(...)` can reach in a class: its own, then those of its bases
+    defined in the same file (`class TrainableSAE(AbstractSAE)` and `AbstractSAE.loss`)."""
+    classes = {n.name: n for n in module if isinstance(n, ast.ClassDef)}
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    pending, seen = [cls], set()
+    while pending:
+        current = pending.pop(0)
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        for m in current.body:
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(m.name, m)
+        pending.extend(classes[b] for b in (callee_name(b) for b in current.bases) if b in classes)
+    return found
+
+
+def _method_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, siblings: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]) -> Facts:
     """A method's facts; `static`: a `@staticmethod`, whose first parameter is no `self`
     (a call `self.top_k(logits)` passes `logits` for it)."""
     static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
-    return {**function_facts(fn), "static": static}
+    return {**function_facts(fn, siblings), "static": static}
 
 
 # Methods and functions whose result can carry no graph: new tensors that do not require
@@ -564,7 +582,8 @@ def file_facts(text: str) -> Facts:
             init = next((m for m in defs if m.name == "__init__"), None)
             frozen = init is not None and freezes_parameters(init)
             bases = [callee_name(b) for b in node.bases if callee_name(b)]
-            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m) for m in defs}, "frozen": frozen, "bases": bases}
+            siblings = _with_inherited(node, tree.body)
+            classes[node.name] = {"line": node.lineno, "methods": {m.name: _method_facts(m, siblings) for m in defs}, "frozen": frozen, "bases": bases}
             for m in defs:
                 calls.extend(_calls(m.body, set(_params(m)), (m.name, "method"), grad_off(m), modules, annotated_arrays(m, returning), [node.name, *bases]))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -27,7 +27,7 @@ from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 41
+INDEX_VERSION = 42
 
 
 @dataclass(frozen=True)

@@ -282,3 +282,20 @@ def reads_layout_only(use: Use) -> bool:
 
     stmt.visit(Find())
     return found
+
+
+def declared_class(flow: FunctionFlow, receiver: cst.BaseExpression, before: int) -> str:
+    """The class a receiver is declared or built as: `actor: Actor` among the parameters, or
+    `actor = Actor(cfg)`; "" when neither says."""
+    if not isinstance(receiver, cst.Name):
+        return ""
+    scope = flow.scope
+    if scope is not None and isinstance(scope.node, cst.FunctionDef):
+        for param in (*scope.node.params.params, *scope.node.params.kwonly_params):
+            if param.name.value == receiver.value and param.annotation is not None:
+                return dotted(param.annotation.annotation).rpartition(".")[2]
+    bind = last_bind(flow, receiver.value, before)
+    if bind is not None and isinstance(bind.expr, cst.Call):
+        built = dotted(bind.expr.func).rpartition(".")[2]
+        return built if built[:1].isupper() else ""
+    return ""

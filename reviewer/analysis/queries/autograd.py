@@ -7,7 +7,7 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.events import Backward, Bind, Call, FunctionFlow, Return, Saved, Store, Write
-from review_copies.analysis.queries.aliasing import name_of
+from review_copies.analysis.queries.aliasing import declared_class, name_of
 from review_copies.analysis.roots import overlaps
 from review_copies.analysis.semantics import api
 from review_copies.analysis.values import Kind, Tri, Value
@@ -159,6 +159,18 @@ def graphless_helper_call(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
         return False
     name = node.func.value
     return bool(flow.file.once(f"no graph from {name}", lambda: flow.index.returns_no_graph(name)))
+
+
+def graphless_method_call(flow: FunctionFlow, node: cst.BaseExpression, before: int) -> bool:
+    """`sae.training_step(batch, optimizer)`: a call of a method that the receiver's class (as
+    declared or built here, or else every class of the repository that defines one of that
+    name) defines to return only values that can hold no graph (a dict of `float(...)`
+    numbers, an `argmax`): no forward pass of a submodule, whatever its arguments."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or flow.index is None:
+        return False
+    name, cls = node.func.attr.value, declared_class(flow, node.func.value, before)
+    known = flow.index.method_returns_no_graph(cls, name) if cls else None
+    return bool(known if known is not None else flow.file.once(f"no graph from {name}", lambda: flow.index.returns_no_graph(name)))
 
 
 def another_objects_result(flow: FunctionFlow, node: cst.BaseExpression) -> bool:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from review_copies.analysis.events import Bind, FunctionFlow, Return, Use, Write
+from review_copies.analysis.events import Bind, Call, FunctionFlow, Return, Use, Write
 from review_copies.analysis.guesses import MUTATING_FUNCTION_PREFIXES, OP_REGISTRATION_WORDS, OUTPUT_PARAMETER_NAMES, STATE_WORDS, WRITER_NAME
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import built_on_optimizer, code_of, dotted, names_in
-from review_copies.analysis.values import Kind
+from review_copies.analysis.values import Kind, Value
 
 # `t.set_(src)` swaps the storage under the tensor object itself: the one way to update a
 # tensor its owner holds (error-feedback buffers, swapped parameters), never done by accident.
@@ -24,6 +24,13 @@ DELIBERATE_WRITE_OPS = ("optimizer.step()", "load_state_dict", ".set_()")
 def deliberate_write(write: Write) -> bool:
     """Writes whose job is to change the tensor: optimizer steps, loading, nn.init, `set_`."""
     return write.op in DELIBERATE_WRITE_OPS or write.op.startswith("nn.init.")
+
+
+def loaded_back(flow: FunctionFlow, write: Write) -> bool:
+    """The function loads the state it wrote into back into the module itself
+    (`weights = model.state_dict(); weights[name][i] = kernel; model.load_state_dict(weights)`):
+    changing the module is what it is for (Focused-Flip's `inject_handcrafted_filters`)."""
+    return any(c.method == "load_state_dict" and c.receiver is not None and c.receiver.roots & write.target.roots for c in flow.of(Call))
 
 
 def indexed_by_its_own_copy(write: Write) -> bool:
@@ -92,6 +99,8 @@ def declares_mutation(flow: FunctionFlow) -> bool:
     names = [p.name.value for p in (*scope.node.params.params, *scope.node.params.kwonly_params)]
     if any("inplace" in n for n in names) or (bool(names) and names[0] == "ctx") or bool(WRITER_NAME.search(scope.name)):
         return True
+    if "hook" in names[1:]:
+        return True  # a TransformerLens hook, `f(activation, hook)` (it is called with `hook=`): editing the activation is its job
     # The docstring says so ("It's an in-place function"), or the write sits behind a flag
     # named for it (`if use_inplace and x.is_cuda:`).
     docstring = scope.node.get_docstring() or ""
@@ -156,12 +165,17 @@ def returns_a_number(flow: FunctionFlow) -> bool:
     argument it wrote, and its result is a number about it. Also a function annotated to
     return numbers (`-> List[int]`: the ids a cache allocator had to recycle): what it
     computes on tensors, it leaves in them."""
-    kinds = {e.value.kind for e in flow.of(Return) if e.value_node is not None}
+    # `return loss.item(), prediction.item()`: a tuple of numbers is numbers too.
+    kinds = {Kind.SCALAR if _numbers_tuple(e.value) else e.value.kind for e in flow.of(Return) if e.value_node is not None}
     if Kind.SCALAR in kinds and not kinds & {Kind.TENSOR, Kind.NDARRAY, Kind.LIST, Kind.TUPLE, Kind.DICT}:
         return True
     scope = flow.scope
     node = scope.node if scope is not None else None
     return isinstance(node, cst.FunctionDef) and node.returns is not None and _numbers(node.returns.annotation)
+
+
+def _numbers_tuple(value: Value) -> bool:
+    return value.kind is Kind.TUPLE and bool(value.items) and all(item.kind is Kind.SCALAR for item in value.items)
 
 
 _NUMBER_TYPES = frozenset(("int", "float", "bool"))
@@ -194,9 +208,13 @@ def returns_its_original(flow: FunctionFlow, arg: str, write: Write) -> bool:
 
 def restored(flow: FunctionFlow, write: Write) -> bool:
     """Perturb and restore: the argument is written, then put back with `x.copy_(saved)`, or
-    a sentinel is swapped out and written back (`x[x == -1] = 0`, later `x[~mask] = -1`)."""
+    from a copy of the same slice taken before (`kept = w[i].clone()`; `w[i] = 0`, measure,
+    `w[i] = kept`: an ablation), or a sentinel is swapped out and written back (`x[x == -1] =
+    0`, later `x[~mask] = -1`)."""
     writes = [w for w in flow.of(Write) if w.target.roots & write.target.roots]
     if len(writes) > 1 and any(w.op == ".copy_()" for w in writes):
+        return True
+    if any(w.loops == write.loops and w.arms == write.arms and (_puts_back(flow, write, w) if w.index > write.index else _puts_back(flow, w, write)) for w in writes if w is not write):
         return True
     if isinstance(write.stmt, cst.Assign) and any(
         w.index < write.index and _swapped_sentinel(w) == (_target_name(write.stmt), code_of(write.stmt.value)) for w in writes
@@ -207,6 +225,25 @@ def restored(flow: FunctionFlow, write: Write) -> bool:
         w.index > write.index and isinstance(w.stmt, cst.Assign) and code_of(w.stmt.value) == sentinel[1] and code_of(w.stmt.targets[0].target).startswith(f"{sentinel[0]}[")
         for w in writes
     )
+
+
+def _puts_back(flow: FunctionFlow, write: Write, later: Write) -> bool:
+    """`w[i] = kept` after `w[i] = 0`, where `kept` was bound before the first write to a copy
+    of that same slice (`w[i].clone()`, `.detach().clone()`)."""
+    first, second = write.stmt, later.stmt
+    if not (isinstance(first, cst.Assign) and isinstance(second, cst.Assign) and len(first.targets) == len(second.targets) == 1):
+        return False
+    target = code_of(first.targets[0].target)
+    if code_of(second.targets[0].target) != target or not isinstance(second.value, cst.Name):
+        return False
+    kept = [e for e in flow.of(Bind) if e.name == second.value.value and e.index < later.index]
+    if not kept or kept[-1].index > write.index or kept[-1].expr is None:
+        return False
+    expr, cloned = kept[-1].expr, False
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("clone", "detach") and not expr.args:
+        cloned = cloned or expr.func.attr.value == "clone"
+        expr = expr.func.value
+    return cloned and code_of(expr) == target
 
 
 def _target_name(stmt: cst.Assign) -> str:

@@ -15,6 +15,7 @@ from review_copies.analysis.queries.intent import (
     deliberate_write,
     indexed_by_its_own_copy,
     is_mutating_function,
+    loaded_back,
     optimizer_method,
     registered_op,
     restored,
@@ -554,7 +555,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
         inside = read_after_through_alias(flow, write, arg, writer)
         if returns_its_original(flow, arg, write):
             continue  # it copied the argument before writing and hands the copy back
-        if restored(flow, write) or (not inside and (fresh_at_every_call_site(flow, arg) or callers_rebind(flow, arg) or callers_expect_the_write(flow, arg))):
+        if restored(flow, write) or loaded_back(flow, write) or (not inside and (fresh_at_every_call_site(flow, arg) or callers_rebind(flow, arg) or callers_expect_the_write(flow, arg))):
             continue
         if write.target.via in ("index", "view") and callers_pass_sequences(flow, arg):
             continue

@@ -85,17 +85,18 @@ def _chunks(flow: FunctionFlow, expr: cst.BaseExpression, loop: Loop) -> bool:
     return any(tensor(arg.value) for arg in expr.args if arg.keyword is None)
 
 
-def cut_later_this_pass(flow: FunctionFlow, acc: Accumulate) -> bool:
-    """Later in the same pass of its loop, on every path on from the update, the name is set
-    to a value that holds no graph (`images = images.detach().requires_grad_(True)` in an
-    attack's step, a leaf): the sum's graph does not reach the next pass."""
+def cut_each_pass(flow: FunctionFlow, acc: Accumulate) -> bool:
+    """In the same pass of its loop, on every path through the update, the name is also set to
+    a value that holds no graph: later (`images = images.detach().requires_grad_(True)` in an
+    attack's step, a leaf) or at the top of the pass, before the update (`n = n.data.requires_grad_()`
+    in a universal perturbation's step): either way the sum's graph does not reach the next pass."""
     if not acc.loops:
         return False
     end = flow.loops[acc.loops[-1]].end if acc.loops[-1] in flow.loops else acc.line
     return any(
         isinstance(e, Bind)
         and e.name == acc.name
-        and acc.index < e.index
+        and e.index != acc.index
         and e.line <= end
         and e.loops == acc.loops
         and acc.arms[: len(e.arms)] == e.arms

@@ -17,7 +17,7 @@ from review_copies.rules.graph_retention.helpers import (
     carries_only_detached,
     combined_after,
     converted_in_place_of_itself,
-    cut_later_this_pass,
+    cut_each_pass,
     detached,
     differentiated,
     managed_by_the_caller,
@@ -547,8 +547,8 @@ def _accumulations(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # `if t == 0: self.init_attention(x)`: the caller starts the sum afresh for each sequence
         if persistent and managed_by_the_caller(flow, acc):
             continue  # `def detach_hidden(self): self.state = self.state.detach()`: a recurrent state its caller cuts or sets
-        if cut_later_this_pass(flow, acc):
-            continue  # `x = x + step; x = x.detach().requires_grad_()`: what the next pass reads holds no graph
+        if cut_each_pass(flow, acc):
+            continue  # `x = x + step; x = x.detach().requires_grad_()`, or the cut at the pass's top: what the next pass reads holds no graph
         if rebound_this_call(flow, acc):
             continue  # `self.w = a @ b; self.w = self.w.view(...)`: this call's (or this pass's) value, reshaped
         # Sums over layers, heads or pairs inside one step are part of the graph on purpose:

@@ -8,9 +8,10 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Call, FunctionFlow, Loop, Store, Write
 from review_copies.analysis.queries.aliasing import emptied_before
-from review_copies.analysis.queries.autograd import another_objects_result
+from review_copies.analysis.queries.autograd import another_objects_result, graphless_method_call
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
+from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
@@ -478,6 +479,8 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
         if another_objects_result(flow, stored_expression(flow, store)):
             continue  # `model.crf_decode(out, mask)`: what `self.crf.decode(...)` hands back, no forward output
+        if graphless_method_call(flow, stored_expression(flow, store), store.index):
+            continue  # `sae.training_step(batch, opt)`: a method whose result holds numbers, not a submodule's output
         if outer is not None and combined_after(flow, container, outer):
             continue  # per-time-step pieces of this function's own result, put together after the loop
         if outer is not None and one_iteration(flow, store, outer):
@@ -488,7 +491,7 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
         where = f"on every iteration of the loop at line {outer.start}" if outer is not None else "on every call"
         freed = _backward_through(flow, store, loop)
         kept = (
-            f"its step's graph nodes alive (`backward()` at line {freed} freed the saved activations, not the nodes), so memory "
+            f"its step's graph nodes alive (the backward pass at line {freed} freed the saved activations, not the nodes), so memory "
             "grows a little with every step"
             if freed is not None
             else "its step's whole graph alive, so memory grows step after step"
@@ -573,11 +576,15 @@ def _steps_inside(flow: FunctionFlow, loop: Loop) -> bool:
 
 def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> int | None:
     """The line of the backward pass, in the same loop body, through the stored name or a
-    name computed from it there (`loss = criterion(output, y); loss.backward()`), if any."""
-    if loop is None or not isinstance(store.value_node, cst.Name):
+    name computed from it there (`loss = criterion(output, y); loss.backward()`), if any; of
+    `log_p.to(w.dtype)`, through `log_p`."""
+    node = store.value_node
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in api.tensor_methods():
+        node = node.func.value
+    if loop is None or not isinstance(node, cst.Name):
         return None
     in_loop = (b for b in flow.of(Bind) if loop.start <= b.line <= loop.end)
-    for event in backward_on_built(flow, store.value_node.value, in_loop, reads=names_in):
+    for event in backward_on_built(flow, node.value, in_loop, reads=names_in):
         if not loop.start <= event.line <= loop.end:
             continue
         if isinstance(event.node, cst.Call) and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in event.node.args):

@@ -6,12 +6,11 @@ from __future__ import annotations
 import libcst as cst
 
 from review_copies.analysis.events import Bind, Event, FunctionFlow
-from review_copies.analysis.queries.aliasing import last_bind
+from review_copies.analysis.queries.aliasing import declared_class
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.handed import classes_bound, classes_handed, frozen_handed
 from review_copies.analysis.queries.loops import opposite_arms
 from review_copies.analysis.semantics import api
-from review_copies.analysis.syntax import dotted
 from review_copies.analysis.values import Tri, Value
 from review_copies.index.classes import plain_class
 
@@ -47,7 +46,7 @@ def graph_as_known(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, u
             return value.but(grad=Tri.MAYBE)  # its graph, if any, comes from its input
         elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
             name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
-            cls = _class_of(flow, expr.func.value, use.index) if isinstance(expr.func, cst.Attribute) else ""
+            cls = declared_class(flow, expr.func.value, use.index) if isinstance(expr.func, cst.Attribute) else ""
             known = flow.index.method_returns_no_graph(cls, name) if cls else None
             off = known if known is not None else flow.index.returns_no_graph(name)
             if off:
@@ -81,7 +80,7 @@ def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:
     assert flow.index is not None
     if module.value in flow.params and frozen_handed(flow.file, flow.scope, module.value):
         return True  # StyleGAN's `G_ema = copy.deepcopy(G).eval()` of a `G` built with `.requires_grad_(False)`
-    own = _class_of(flow, module, before)
+    own = declared_class(flow, module, before)
     classes = frozenset((own,)) if own else None
     if classes is None and flow.scope is not None:
         classes = classes_handed(flow.file, flow.scope, module.value) if module.value in flow.params else classes_bound(flow.scope, module.value)
@@ -90,22 +89,5 @@ def _frozen_module(flow: FunctionFlow, module: cst.Name, before: int) -> bool:
 
 def _a_plain_object(flow: FunctionFlow, callee: cst.Name, before: int) -> bool:
     """The callee is declared or built as a repository class that derives from `object` alone."""
-    cls, index = _class_of(flow, callee, before), flow.index
+    cls, index = declared_class(flow, callee, before), flow.index
     return bool(cls) and index is not None and bool(flow.file.once(("plain class", cls), lambda: plain_class(index, cls)))
-
-
-def _class_of(flow: FunctionFlow, receiver: cst.BaseExpression, before: int) -> str:
-    """The class a receiver is declared or built as: `actor: Actor` among the parameters, or
-    `actor = Actor(cfg)`; "" when neither says."""
-    if not isinstance(receiver, cst.Name):
-        return ""
-    scope = flow.scope
-    if scope is not None and isinstance(scope.node, cst.FunctionDef):
-        for param in (*scope.node.params.params, *scope.node.params.kwonly_params):
-            if param.name.value == receiver.value and param.annotation is not None:
-                return dotted(param.annotation.annotation).rpartition(".")[2]
-    bind = last_bind(flow, receiver.value, before)
-    if bind is not None and isinstance(bind.expr, cst.Call):
-        built = dotted(bind.expr.func).rpartition(".")[2]
-        return built if built[:1].isupper() else ""
-    return ""

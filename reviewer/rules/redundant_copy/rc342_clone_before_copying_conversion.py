@@ -11,7 +11,7 @@ from review_copies.analysis.guesses import INTEGER_NAME
 from review_copies.analysis.rewrite import clean_args, kwarg, method
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import call_method_name, code_of, dotted, names_in, receiver_of, short_code
-from review_copies.analysis.values import Device
+from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
 from review_copies.rules.redundant_copy.helpers import clone_receiver
@@ -148,6 +148,25 @@ class CloneBeforeCopyingConversion(Rule):
         Invalid(
             """
             import torch
+            def deltas(local: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+                update = {}
+                for key in local:
+                    update[key] = local[key].cpu().clone().float()
+                return update
+            """,
+            line=5,
+            fix="""
+            import torch
+            def deltas(local: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+                update = {}
+                for key in local:
+                    update[key] = local[key].cpu().to(torch.float32, copy=True)
+                return update
+            """,
+        ),
+        Invalid(
+            """
+            import torch
             def energies(node_e0: torch.Tensor, node_inter: torch.Tensor):
                 return node_e0.clone().double() + node_inter
             """,
@@ -233,7 +252,7 @@ class CloneBeforeCopyingConversion(Rule):
                 args = clean_args([cst.Arg(cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(dtype.split(".")[1]))), kwarg("copy", cst.Name("True"))])
             if args is None:
                 continue
-            anyway = _copied_anyway(event.stmt, event.node)
+            anyway = _copied_anyway(flow, event.stmt, event.node)
             if anyway is not None:
                 message = (
                     f"`{short_code(event.node)}` is {anyway}: the clone is a full copy thrown away at once. `.{name}()` alone "
@@ -249,6 +268,9 @@ class CloneBeforeCopyingConversion(Rule):
 
 
 _COPYING_CONVERSIONS = {"cpu": '"cpu"', "cuda": '"cuda"'}
+# What `out[idx] = value` copies into: a tensor or an array (or what may be one); a dict's or a
+# list's slot holds the value itself.
+_SLICEABLE = frozenset((Kind.TENSOR, Kind.NDARRAY, Kind.UNKNOWN))
 
 
 def _named_integer(base: cst.BaseExpression) -> bool:
@@ -299,12 +321,13 @@ def _float32_parameter(flow: FunctionFlow, base: cst.BaseExpression, line: int) 
     )
 
 
-def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
+def _copied_anyway(flow: FunctionFlow, stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
     """Why no copy is needed where the conversion's result goes, if none is: an operand of an
     out-of-place op (`a.clone().double() + b` makes a new tensor whatever its operands are),
     or the value assigned into part of another tensor (`out[idx] = a.clone().float()` copies
     into `out`; not when `a` is read from `out` itself, where the clone keeps the source
-    apart from what is written)."""
+    apart from what is written, nor when `out` is a dict or a list, whose slot keeps the
+    tensor itself)."""
     if stmt is None:
         return None
     found: list[str] = []
@@ -321,7 +344,7 @@ def _copied_anyway(stmt: cst.CSTNode | None, node: cst.CSTNode) -> str | None:
         stmt = stmt.body[0]
     if isinstance(stmt, cst.Assign) and stmt.value is node and len(stmt.targets) == 1:
         target = stmt.targets[0].target
-        if isinstance(target, cst.Subscript):
+        if isinstance(target, cst.Subscript) and flow.value(target.value).kind in _SLICEABLE:
             owner = dotted(target.value).split(".")[0]
             if owner and owner not in names_in(node):
                 return f"assigned into `{short_code(target)}`, which copies it into that tensor anyway"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from review_copies.analysis import roots
 from review_copies.analysis.events import Call, FunctionFlow
+from review_copies.analysis.freezing import grad_flags_set
 from review_copies.analysis.guesses import OUTPUT_NAME
 from review_copies.analysis.rewrite import atom, chain
 from review_copies.analysis.syntax import short_code
@@ -106,6 +109,25 @@ class CloneThenDetach(Rule):
             """,
             "a backward hook runs inside the backward pass, with autograd off unless it was asked to create a graph: the clone records nothing",
         ),
+        Valid(
+            """
+            import torch
+            class LocalOptimization:
+                def run(self, likelihood_model, x: torch.Tensor, rank: int):
+                    for param in likelihood_model.parameters():
+                        param.requires_grad_(False)
+                    repr_module = likelihood_model.get_representation_module(rank)
+
+                    def keep(module, args, output):
+                        self.repr_point = output[0].clone().detach()
+
+                    handle = repr_module.register_forward_hook(keep)
+                    likelihood_model.log_prob(x)
+                    handle.remove()
+                    return self.repr_point
+            """,
+            "the hook's function froze the model first: the output requires grad only through an input that need not, and the clone may record nothing",
+        ),
     )
     INVALID = (
         Invalid(
@@ -136,6 +158,8 @@ class CloneThenDetach(Rule):
             if base is None or recv is None:
                 continue
             output_arg = recv.grad is Tri.MAYBE and any(OUTPUT_NAME.search(roots.argument_name(r) or "") for r in recv.roots)
+            if output_arg and _hook_of_frozen_model(flow):
+                continue  # a forward hook defined after its function froze the model: its output holds a graph only through the input
             if not (recv.grad is Tri.YES or output_arg):
                 continue  # only tensors that require grad (or a model's output passed in): otherwise the order does not matter
             if new_and_unshared(recv):
@@ -145,3 +169,23 @@ class CloneThenDetach(Rule):
                 f"`{short_code(base)}.detach().clone()` copies outside the graph, which is what PyTorch recommends."
             )
             yield Hit(event.node, message, (event.node, chain(atom(base), "detach", "clone")))
+
+
+def _hook_of_frozen_model(flow: FunctionFlow) -> bool:
+    """A function nested in another that, before defining it, turned off grad for every
+    parameter of a module (`for p in self.model.parameters(): p.requires_grad_(False)`):
+    a forward hook of that model, whose `output` requires grad only if the input does."""
+    scope = flow.scope
+    outer = scope.enclosing_function if scope is not None else None
+    if outer is None or scope is None:
+        return False
+    start = flow.file.line_of(scope.node)
+    frozen: list[bool] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> None:
+            if flow.file.line_of(node) < start:
+                frozen.extend(flag is False for flag in grad_flags_set(node).values())
+
+    outer.visit(Find())
+    return any(frozen)
