@@ -2622,3 +2622,40 @@ def test_a_step_that_returns_only_numbers_updates_what_it_is_handed_on_purpose()
     assert _messages(BATCHED_STEP.format(result="loss.item(), prediction.item()"), "RC102") == []
     [written] = _messages(BATCHED_STEP.format(result="loss, prediction"), "RC102")
     assert "writes in place into the argument `poison_delta`" in written
+
+
+SEED = """
+import torch
+from torch import Tensor
+
+GRID = 8
+BATCH = 4
+
+
+def new_seed(batch=1):
+    if not isinstance(batch, Tensor):
+        seed = torch.zeros(batch, 4, GRID, GRID)
+        seed[:, 3, GRID // 2, GRID // 2] = 1
+        return seed
+    batch[:, :, :, :] = 0
+    batch[:, 3, GRID // 2, GRID // 2] = 1
+    return batch
+
+
+def train(model, pool, steps: int):
+    {first}
+    for _ in range(steps):
+        batch = new_seed(batch)
+        batch = model(batch)
+    print({kept})
+    return batch
+"""
+
+
+def test_a_number_constant_passed_for_a_tensor_argument_is_not_a_tensor_the_caller_keeps() -> None:
+    # MonashDeepNeuron's growing automaton: `new_seed(BATCH_SIZE)` builds a batch from a size;
+    # only `new_seed(batch)`, rebound at once, hands it a tensor to reset.
+    assert _messages(SEED.format(first="batch = new_seed(BATCH)", kept="BATCH"), "RC102") == []
+    # A tensor the caller reads again after handing it over is changed behind its back.
+    [reset] = _messages(SEED.format(first="batch = new_seed(pool)", kept="pool.mean()"), "RC102")
+    assert "writes in place into the argument `batch`" in reset

@@ -15,7 +15,7 @@ from review_copies.analysis import roots
 from review_copies.analysis.events import FunctionFlow, Return, Write
 from review_copies.analysis.parse import ParsedFile, Scope
 from review_copies.analysis.queries.aliasing import name_of
-from review_copies.analysis.queries.later import assigned_names, read_later
+from review_copies.analysis.queries.later import assigned_names, number_constants, read_later
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import signature_of
 from review_copies.analysis.syntax import built_on_optimizer, call_method_name, code_of, dotted, is_name, name_nodes, names_in
@@ -165,16 +165,16 @@ def caller_keeps_argument(flow: FunctionFlow, arg: str) -> bool:
     """A call in this file passes a name (or a part of one, `scores[1:]`) for `arg` and keeps
     the result under another name (`x = normalize(images)`, and `images` is used again): the
     caller treats the function as pure."""
-    assigned = assigned_names(flow.file)
+    assigned, numbers = assigned_names(flow.file), number_constants(flow.file)
     later = read_later(flow.file)
     contexts = call_contexts(flow.file)
     for call, value in passed(flow, arg):
         root = _passed_root(value)
         site = contexts.get(call)
         # (An item a loop takes from a container, `for name, p in state_dict.items():`, is
-        # still held by that container after the call.)
+        # still held by that container after the call; `BATCH_SIZE`, a number, is no tensor.)
         kept = root in later.get(call, ()) or (site is not None and root in site.loop_targets)
-        if root is not None and call in assigned and root not in assigned[call] and kept:
+        if root is not None and root not in numbers and call in assigned and root not in assigned[call] and kept:
             return True
     return False
 

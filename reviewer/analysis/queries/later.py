@@ -96,3 +96,23 @@ def _suites(node: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
             yield child.body
         elif not isinstance(child, cst.BaseStatement):
             yield from _suites(child)
+
+
+def number_constants(file: ParsedFile) -> frozenset[str]:
+    """Names the module binds, at its top level, only to number literals (`BATCH_SIZE = 12`):
+    what a call passes under such a name is a number, which no callee writes into."""
+
+    def compute() -> frozenset[str]:
+        numbers: set[str] = set()
+        others: set[str] = set()
+        for stmt in file.module.body:
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign):
+                    number = isinstance(small.value, (cst.Integer, cst.Float))
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            (numbers if number else others).add(target.target.value)
+        return frozenset(numbers - others)
+
+    return file.once("number_constants", compute)
+

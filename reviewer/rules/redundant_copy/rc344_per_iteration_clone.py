@@ -24,6 +24,19 @@ _VALID = (
     Valid(
         """
         import torch
+        def train(model, seed: torch.Tensor, epochs: int, every: int, writer):
+            for epoch in range(epochs):
+                if epoch % every == 0:
+                    x_eval = seed.clone()
+                    for _ in range(16):
+                        x_eval = model(x_eval)
+                    writer(x_eval.detach().cpu())
+        """,
+        "an evaluation every `every` epochs: one copy in that many iterations (MonashDeepNeuron's growing automaton)",
+    ),
+    Valid(
+        """
+        import torch
         def denoise(gt_bbox: torch.Tensor, copies: int, noise: float, boxes: list):
             for _ in range(copies):
                 noisy = gt_bbox.clone()
@@ -379,6 +392,8 @@ class PerIterationCloneIntoNewTensor(Rule):
                 continue  # `for size in (300, 450)`: a handful of passes, each doing far more work than one copy
             if one_iteration(flow, bind, loop) or _set_once(flow, bind, loop):
                 continue  # `if i == start: out = init.clone()`: one copy per loop, not one per iteration
+            if _periodic(flow, bind, loop):
+                continue  # `if epoch % eval_every == 0: x = seed.clone()`: an evaluation's copy now and then
             src_name = name_of(source)
             if not src_name:
                 continue  # `getattr(head, f"proto{j}").weight.clone()`: the source is looked up anew every iteration
@@ -455,6 +470,23 @@ def _written_with_a_graph(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
         elif isinstance(event, Backward) and event.outputs is not None and names_in(event.outputs) & derived:
             return True
     return False
+
+
+def _periodic(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
+    """The clone sits under `if <n> % <k> == 0:` in the loop (an evaluation or a log every k
+    steps): one copy in k iterations, not one per iteration."""
+    found = False
+
+    class Guards(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            nonlocal found
+            test = node.test
+            if isinstance(test, cst.Comparison) and isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo):
+                start, end = flow.file.span(node.body)
+                found = found or start <= bind.line <= end
+
+    loop.node.body.visit(Guards())
+    return found
 
 
 def _set_once(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
