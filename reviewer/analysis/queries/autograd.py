@@ -162,13 +162,18 @@ def graphless_helper_call(flow: FunctionFlow, node: cst.BaseExpression) -> bool:
 
 
 def graphless_method_call(flow: FunctionFlow, node: cst.BaseExpression, before: int) -> bool:
-    """`sae.training_step(batch, optimizer)`: a call of a method that the receiver's class (as
-    declared or built here, or else every class of the repository that defines one of that
-    name) defines to return only values that can hold no graph (a dict of `float(...)`
-    numbers, an `argmax`): no forward pass of a submodule, whatever its arguments."""
-    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or flow.index is None:
-        return False
-    name, cls = node.func.attr.value, declared_class(flow, node.func.value, before)
+    """`sae.training_step(batch, optimizer)`: a call of a method whose result holds no graph
+    (`callee_returns_no_graph`): no forward pass of a submodule, whatever its arguments."""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and flow.index is not None and callee_returns_no_graph(flow, node.func, before)
+
+
+def callee_returns_no_graph(flow: FunctionFlow, func: cst.Attribute | cst.Name, before: int) -> bool:
+    """What `func` calls returns only values that can hold no graph (a dict of `float(...)`
+    numbers, an `argmax`) or runs under `no_grad`: for a method, as the receiver's class
+    (declared or built here) defines it, else as every definition of that name does."""
+    assert flow.index is not None
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value
+    cls = declared_class(flow, func.value, before) if isinstance(func, cst.Attribute) else ""
     known = flow.index.method_returns_no_graph(cls, name) if cls else None
     return bool(known if known is not None else flow.file.once(f"no graph from {name}", lambda: flow.index.returns_no_graph(name)))
 

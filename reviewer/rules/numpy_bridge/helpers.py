@@ -7,6 +7,7 @@ import libcst as cst
 
 from review_copies.analysis.events import Bind, Event, FunctionFlow
 from review_copies.analysis.queries.aliasing import declared_class
+from review_copies.analysis.queries.autograd import callee_returns_no_graph
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.handed import classes_bound, classes_handed, frozen_handed
 from review_copies.analysis.queries.loops import opposite_arms
@@ -45,13 +46,10 @@ def graph_as_known(flow: FunctionFlow, value: Value, expr: cst.BaseExpression, u
         elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and _frozen_module(flow, expr.func, use.index):
             return value.but(grad=Tri.MAYBE)  # its graph, if any, comes from its input
         elif isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Attribute, cst.Name)):
-            name = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else expr.func.value
-            cls = declared_class(flow, expr.func.value, use.index) if isinstance(expr.func, cst.Attribute) else ""
-            known = flow.index.method_returns_no_graph(cls, name) if cls else None
-            off = known if known is not None else flow.index.returns_no_graph(name)
-            if off:
+            if callee_returns_no_graph(flow, expr.func, use.index):
                 return value.but(grad=Tri.NO)
-            if isinstance(expr.func, cst.Attribute) and flow.index.hands_on_another_objects_result(name, cls):
+            func = expr.func
+            if isinstance(func, cst.Attribute) and flow.index.hands_on_another_objects_result(func.attr.value, declared_class(flow, func.value, use.index)):
                 return value.but(grad=Tri.MAYBE)  # `model.get_labels(logits)`: what `self.loss_fct.get_label(...)` makes of them
             return value
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -475,18 +475,7 @@ def _written_with_a_graph(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
 def _periodic(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
     """The clone sits under `if <n> % <k> == 0:` in the loop (an evaluation or a log every k
     steps): one copy in k iterations, not one per iteration."""
-    found = False
-
-    class Guards(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            nonlocal found
-            test = node.test
-            if isinstance(test, cst.Comparison) and isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo):
-                start, end = flow.file.span(node.body)
-                found = found or start <= bind.line <= end
-
-    loop.node.body.visit(Guards())
-    return found
+    return _guarded(flow, bind, loop, lambda test: isinstance(test, cst.Comparison) and isinstance(test.left, cst.BinaryOperation) and isinstance(test.left.operator, cst.Modulo))
 
 
 def _set_once(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
@@ -494,20 +483,27 @@ def _set_once(flow: FunctionFlow, bind: Bind, loop: Loop) -> bool:
     the name back to None: the clone is made on the first iteration only."""
     if any(isinstance(e, Bind) and e.name == bind.name and isinstance(e.expr, cst.Name) and e.expr.value == "None" and loop.start <= e.line <= loop.end for e in flow.events):
         return False
+    return _guarded(
+        flow,
+        bind,
+        loop,
+        lambda test: isinstance(test, cst.Comparison)
+        and name_of(test.left) == bind.name
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None",
+    )
+
+
+def _guarded(flow: FunctionFlow, bind: Bind, loop: Loop, test: Callable[[cst.BaseExpression], bool]) -> bool:
+    """The bind sits in the body of an `if` of the loop whose test passes `test`."""
     found = False
 
     class Guards(cst.CSTVisitor):
         def visit_If(self, node: cst.If) -> None:
             nonlocal found
-            test = node.test
-            if (
-                isinstance(test, cst.Comparison)
-                and name_of(test.left) == bind.name
-                and len(test.comparisons) == 1
-                and isinstance(test.comparisons[0].operator, cst.Is)
-                and isinstance(test.comparisons[0].comparator, cst.Name)
-                and test.comparisons[0].comparator.value == "None"
-            ):
+            if test(node.test):
                 start, end = flow.file.span(node.body)
                 found = found or start <= bind.line <= end
 
