@@ -2659,3 +2659,109 @@ def test_a_number_constant_passed_for_a_tensor_argument_is_not_a_tensor_the_call
     # A tensor the caller reads again after handing it over is changed behind its back.
     [reset] = _messages(SEED.format(first="batch = new_seed(pool)", kept="pool.mean()"), "RC102")
     assert "writes in place into the argument `batch`" in reset
+
+
+TOKENIZER = """
+from collections import deque
+
+import torch
+
+
+class Tokenizer:
+    def encode(self, pairs, n: int):
+        seq = deque()
+        attention = torch.zeros(n, n, dtype=torch.bool)
+        start = self._encode_sequence(pairs, seq, attention)
+        return torch.tensor(seq), attention, start
+
+    def _encode_sequence(self, pairs, seq: deque, attention: torch.Tensor) -> int:
+        first = len(seq)
+        children = deque()
+        for pair in pairs:
+            indices, _ = self._encode_pair(pair, seq, attention)
+            children.extend(indices)
+        {own_write}
+        return first
+
+    def _encode_pair(self, pair, seq: deque, attention: torch.Tensor) -> tuple[deque, int]:
+        start = len(seq)
+        for item in pair:
+            self._encode_item(item, seq, attention)
+        end = len(seq) - 1
+        attention[start][end] = True
+        attention[end][start] = True
+        return deque([start, end]), end
+
+    def _encode_item(self, item, seq: deque, attention: torch.Tensor) -> int:
+        seq.append(item)
+        attention[len(seq) - 1][len(seq) - 1] = True
+        return len(seq) - 1
+"""
+
+
+def test_a_helper_filling_a_buffer_its_caller_fills_too_does_its_part_of_the_job() -> None:
+    # arc-test-time-adaptation's tokenizer: each level sets its part of the attention matrix
+    # the level above writes into as well and hands on; the buffer is filled by the chain.
+    assert _messages(TOKENIZER.format(own_write="attention[first][len(seq) - 1] = True"), "RC102") == []
+    # A caller that only hands its own argument on does not say it is a buffer to fill.
+    [helper] = _messages(TOKENIZER.format(own_write="print(attention.sum())"), "RC102")
+    assert "writes in place into the argument `attention`" in helper and "_encode_pair" in helper
+
+
+WEIGHTED = """
+import torch
+
+
+def combine(batches, normalize: bool):
+    out = []
+    {before}
+    for preds in batches:
+        if normalize:
+            tmp = torch.cat(preds, dim=0)
+            tmp_weight = torch.tensor(tmp_weight)
+            tmp_weight = torch.softmax(tmp_weight, dim=0)
+            out.append(tmp.T @ tmp_weight)
+    return out
+"""
+
+
+def test_a_name_bound_only_later_in_the_loop_is_no_tensor_on_the_first_pass() -> None:
+    # single-image-test-time-adaptation: `tmp_weight` is bound nowhere before the loop, so the
+    # first pass raises NameError; the tensor a later line binds is never what it converts.
+    assert _messages(WEIGHTED.format(before="pass"), "RC301") == []
+    # The same helper defined inside another function (the original's `get_score`).
+    nested = "def run(batches):\n" + "\n".join("    " + line for line in WEIGHTED.format(before="pass").splitlines()) + "\n    return combine(batches, True)\n"
+    assert _messages(nested, "RC301") == []
+    [copied] = _messages(WEIGHTED.format(before="tmp_weight = torch.ones(3)"), "RC301")
+    assert "on the tensor `tmp_weight`" in copied
+
+
+OPEN_SET = """
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def evaluate(G, C1, loader, threshold: float, unk: int):
+    hits = 0
+    for img_t, label_t in loader:
+        {move}
+        feat, _ = G(img_t)
+        out_t = F.softmax(C1(feat), dim=1)
+        pred = out_t.data.max(1)[1]
+        pred_cls = pred.cpu().numpy()
+        pred = pred.cpu().numpy()
+        pred[np.where(out_t.data.cpu().numpy().max(1) < threshold)[0]] = unk
+        hits += int((pred_cls == label_t.numpy()).sum()) + int((pred == label_t.numpy()).sum())
+    return hits
+"""
+
+
+def test_what_networks_handed_in_return_for_a_gpu_input_is_on_the_gpu() -> None:
+    # Domain-adaptation-under-label-noise's open-set evaluation: the batch is moved with
+    # `.cuda()` and run through the networks it is handed, so each `.cpu()` copies and the
+    # two arrays are separate.
+    assert _messages(OPEN_SET.format(move="img_t = img_t.cuda()"), "RC105") == []
+    # Where the batch may be on the CPU, `.cpu()` returns the tensor itself: the arrays share.
+    [shared] = _messages(OPEN_SET.format(move="img_t = img_t.float()"), "RC105")
+    assert "shares its buffer with `pred_cls`" in shared

@@ -13,7 +13,7 @@ from review_copies.analysis.guesses import backward_reaches
 from review_copies.analysis.narrowing import type_test
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, dotted, item_key
-from review_copies.analysis.values import UNKNOWN, Kind, Tri, Value
+from review_copies.analysis.values import UNKNOWN, Device, Kind, Tri, Value
 
 
 class Assignments(Context):
@@ -43,7 +43,8 @@ class Assignments(Context):
                 elif value.element is not None:
                     item = value.element
                 else:
-                    item = UNKNOWN
+                    # (`feat, _ = G(img.cuda())`: what a network run on the GPU hands back is there)
+                    item = UNKNOWN.but(device=Device.CUDA) if value.kind in (Kind.UNKNOWN, Kind.TENSOR) and value.device is Device.CUDA else UNKNOWN
                 if isinstance(target.elements[i], cst.StarredElement):
                     item = Value(kind=Kind.LIST, element=value.element)
                 self.assign(part, item, None)

@@ -100,12 +100,25 @@ def reads_after(flow: FunctionFlow, event: Event, name: str, roots: frozenset[st
             continue
         if u.index > event.index and _rebound_between_arms(flow, event, u, name):
             continue  # the other arm of an `if` in the loop: only a later iteration reaches it, after the name is bound anew
+        if u.index > event.index and _rebound_on_the_way(flow, event, u, name, roots):
+            continue
         if u.index < event.index and _written_by(flow, u):
             continue  # the target of another write, not a read of the values
         if id(u.node) in item_stores:
             continue
         out.append(u)
     return out
+
+
+def _rebound_on_the_way(flow: FunctionFlow, event: Event, use: Use, name: str, roots: frozenset[str]) -> bool:
+    """Molecular-Test-Time-Adaptation's noise: `if flip: b = noisy; b[mask] = 1 - b[mask];
+    noisy = deepcopy(b)`, then `data.noisy = noisy` after the `if`. Every run from the write
+    to the read binds the name to a new object first; the read after the `if` only looks as
+    if it might see the old one because the arms' values are merged there."""
+    return any(
+        isinstance(e, Bind) and e.name == name and event.index < e.index < use.index and not e.value.roots & roots and on_every_path(e, event, use)
+        for e in flow.events
+    )
 
 
 def _rebound_between_arms(flow: FunctionFlow, event: Event, use: Use, name: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from review_copies.analysis.events import Accumulate, Backward, Bind, Call, Event, FunctionFlow, Loop, Return, Use, Write
@@ -268,3 +270,19 @@ def opposite_arms(flow: FunctionFlow, one: int, other: int) -> bool:
 
     flow.scope.node.visit(Find())
     return found
+
+
+def unbound_on_the_first_pass(flow: FunctionFlow, name: str, event: Event) -> bool:
+    """single-image-test-time-adaptation's `tmp_weight = torch.tensor(tmp_weight)` in a loop,
+    with `tmp_weight` bound nowhere before it: no parameter, no binding earlier in the
+    function, no mention of the name anywhere else in the file (a global, the enclosing
+    function's variable). The first pass raises NameError there, so no pass ever reads the value a
+    later line of the loop binds; what the analysis carries round the loop is never seen."""
+    scope = flow.scope
+    if scope is None or name in flow.params or not event.loops:
+        return False
+    binds = [e for e in flow.of(Bind) if e.name == name]
+    if not binds or any(b.index < event.index for b in binds):
+        return False
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return not any(word.search(line) for n, line in enumerate(flow.file.text.splitlines(), 1) if not scope.start <= n <= scope.end)

@@ -56,6 +56,10 @@ def call_value(cx: Context, node: cst.Call, func: cst.BaseExpression, callee: Va
         return cx.tensor(node, first.element, origin=origin)
     if name in ("max", "min") and any(a.kind is Kind.TENSOR for a in args):
         return cx.tensor(node, *args)
+    if name in cx.flow.params and callee.kind is Kind.UNKNOWN and first.device is Device.CUDA:
+        # `C1(G(img.cuda()))` with the networks handed in: run on a GPU tensor, a network's
+        # weights are on the GPU too, and what it hands back is (else the call raises).
+        return UNKNOWN.but(device=Device.CUDA)
     return UNKNOWN
 
 

@@ -14,7 +14,7 @@ from review_copies.analysis.guesses import COMMENT
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.queries.aliasing import AliasPair, alias_pairs, last_bind, name_of, reads_after, reads_layout_only
 from review_copies.analysis.queries.autograd import saved_before
-from review_copies.analysis.queries.callers import caller_keeps_argument, position_of
+from review_copies.analysis.queries.callers import caller_keeps_argument, passed, position_of
 from review_copies.analysis.queries.intent import checks_the_write, deliberate_write, gathered_per_call, optimizer_method, reset_before_use, sets_its_data, state_like, write_only
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import signature_of
@@ -166,6 +166,69 @@ def callers_rely_on_the_write(flow: FunctionFlow, arg: str) -> bool:
     if flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef) or scope.name == "__call__":
         return False
     return relied_on(flow.index, scope.name, position_of(scope, arg), arg, signature_of(scope.node, scope.takes_self), reaching(flow.index, _owner(flow)))
+
+
+def callers_fill_it_too(flow: FunctionFlow, arg: str) -> bool:
+    """arc-test-time-adaptation's tokenizer: `_encode_sequence(task, encoded_sequence,
+    attention)` sets `attention[i][j] = True` and hands its own `attention` on to
+    `_encode_pair`, which sets more of it and hands it on to `_encode_grid`. Every call in the
+    file passes a parameter of the calling function that the caller writes into itself: the
+    tensor is a buffer the chain fills together, each function its part. Whether the first
+    caller's caller expects that is asked of the first caller, once."""
+    given = dict(passed(flow, arg))
+    sites = {call for call, value in given.items() if isinstance(value, cst.Name)}
+    if not sites or len(sites) != len(given):
+        return False
+    covered: set[cst.Call] = set()
+
+    class _Callers(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            params = {p.name.value for p in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params)}
+            calls = [c for c in _calls_in(node) if c in sites]
+            if calls:
+                written = _written_in_place(node) & params
+                covered.update(c for c in calls if code_of(given[c]) in written)
+
+    flow.file.module.visit(_Callers())
+    return covered == sites
+
+
+def _calls_in(node: cst.FunctionDef) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+    node.body.visit(_Calls())
+    return found
+
+
+def _written_in_place(node: cst.FunctionDef) -> set[str]:
+    """Names the function writes into through an item (`a[i][j] = v`, `a[i] += v`) or an
+    in-place method (`a.fill_(0)`, `a.diagonal()[:n] = True`)."""
+    names: set[str] = set()
+
+    def root(expr: cst.BaseExpression) -> str | None:
+        while isinstance(expr, (cst.Subscript, cst.Call, cst.Attribute)):
+            expr = expr.value if isinstance(expr, (cst.Subscript, cst.Attribute)) else expr.func
+        return expr.value if isinstance(expr, cst.Name) else None
+
+    class _Writes(cst.CSTVisitor):
+        def visit_Assign(self, stmt: cst.Assign) -> None:
+            names.update(r for t in stmt.targets if isinstance(t.target, cst.Subscript) and (r := root(t.target)))
+
+        def visit_AugAssign(self, stmt: cst.AugAssign) -> None:
+            if isinstance(stmt.target, cst.Subscript) and (r := root(stmt.target)):
+                names.add(r)
+
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Attribute) and api.is_inplace_method(func.attr.value) and (r := root(func.value)):
+                names.add(r)
+
+    node.body.visit(_Writes())
+    return names
 
 
 def caller_reading_again(flow: FunctionFlow, arg: str) -> str | None:

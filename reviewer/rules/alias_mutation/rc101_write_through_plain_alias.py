@@ -9,6 +9,21 @@ from review_copies.rules.base import Invalid, Valid
 _VALID = (
     Valid(
         """
+        from copy import deepcopy
+        import torch
+        def noisy(edge_attr: torch.Tensor, flip_prob: float):
+            edge_attr_noisy = deepcopy(edge_attr)
+            if flip_prob > 0:
+                binary = edge_attr_noisy
+                flip = torch.rand_like(binary) < flip_prob
+                binary[flip] = 1.0 - binary[flip]
+                edge_attr_noisy = deepcopy(binary)
+            return edge_attr_noisy
+        """,
+        "the name is bound to a new copy right after the write, on the way to every later read: no read sees the old object",
+    ),
+    Valid(
+        """
         import numpy as np
         import torch
         from numpy.fft import irfft, rfftfreq

@@ -30,6 +30,7 @@ from review_copies.analysis.values import Device, Kind
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import copy_at_binding
 from review_copies.rules.alias_mutation.helpers import (
+    callers_fill_it_too,
     callers_in_repository_drop,
     callers_rely_on_the_write,
     converted_from_another_dtype,
@@ -561,7 +562,7 @@ def _writes_into_arguments(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if write.op.strip(".()") in api.SHAPE_ONLY_INPLACE and (writer != arg or last_bind(flow, arg, write.index) is not None):
             continue  # reshapes another object than the caller's: its tensor or array keeps its shape
-        if not inside and (callers_in_repository_drop(flow, arg) or callers_rely_on_the_write(flow, arg)):
+        if not inside and (callers_in_repository_drop(flow, arg) or callers_rely_on_the_write(flow, arg) or callers_fill_it_too(flow, arg)):
             continue  # every call in the repository passes a name it never reads again, or one reads it for the write
         if flow.change is not None and arg in flow.change.base_writes:
             continue  # the base version wrote it in place already: that is the function's contract

@@ -12,6 +12,7 @@ from review_copies.analysis.guesses import UsageEvidence, usage_evidence
 from review_copies.analysis.parameters import annotation_arms
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import position_of
+from review_copies.analysis.queries.loops import unbound_on_the_first_pass
 from review_copies.analysis.queries.members import A_FUNCTION, classes_assigned
 from review_copies.analysis.rewrite import chain, clean_args, kwarg, method
 from review_copies.analysis.semantics.callables import OUTPUT_ORIGIN
@@ -467,6 +468,8 @@ class CopyConstructFromTensor(Rule):
                 continue  # `self.anchors(sizes)` in a module: a helper object's arrays, not a submodule's output
             if _data_of_an_unknown_object(flow, _bound_from(flow, event, arg_node)):
                 continue  # `torch.tensor(layer.data)`: a napari layer's points, a dataset's array
+            if isinstance(arg_node, cst.Name) and unbound_on_the_first_pass(flow, arg_node.value, event):
+                continue  # bound only by a later line of the loop: the first pass raises NameError
             what = f"`{code_of(arg_node)}`"
             grad_note = ""
             if value.grad is Tri.YES:
@@ -489,13 +492,9 @@ class CopyConstructFromTensor(Rule):
         positional = [a for a in call.args if a.keyword is None and not a.star]
         if len(positional) != 1 or any(a.star for a in call.args):
             return None
-        if event.is_any(("torch.tensor",)) or (event.method == "new_tensor" and event.receiver is not None and event.receiver.is_tensor):
-            value = event.args[0]
-        else:
+        if not (event.is_any(("torch.tensor",)) or (event.method == "new_tensor" and event.receiver is not None and event.receiver.is_tensor)) or not event.args[0].is_tensor:
             return None
-        if not value.is_tensor:
-            return None
-        return positional[0].value, value
+        return positional[0].value, event.args[0]
 
 
 def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: Value) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 
-from review_copies.analysis.events import Accumulate, Backward, Bind, FunctionFlow, Loop, Store, Use
+from review_copies.analysis.events import Accumulate, Backward, Bind, Call, FunctionFlow, Loop, Store, Use
 from review_copies.analysis.queries.aliasing import last_bind, name_of
 from review_copies.analysis.queries.loops import trains_inside
 from review_copies.analysis.rewrite import atom, chain
@@ -152,6 +152,74 @@ def trimmed(flow: FunctionFlow, container: str) -> bool:
                 found = True
 
     scope.node.visit(_Find())
+    return found
+
+
+def same_key_each_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
+    """`inputs["radius"] = r.clone()` in every pass: the entry is replaced, not added, so the
+    dict holds the last step's tensor only (a key made from what the loop binds, `log[step]`,
+    adds one entry per step)."""
+    node = store.node
+    if store.how != "setitem" or not isinstance(node, cst.Subscript) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    key = node.slice[0].slice.value
+    if not isinstance(key, (cst.SimpleString, cst.Integer, cst.Name, cst.Attribute)):
+        return False  # `log[len(log)]`, `log[f"{step}"]`: it may name a new entry each time
+    used = names_in(key)
+    bound_in_loop = {e.name for e in flow.of(Bind) if loop.start <= e.line <= loop.end}
+    if isinstance(loop.node, cst.For):
+        bound_in_loop |= names_in(loop.node.target)
+    return not used & bound_in_loop
+
+
+# numpy functions that turn a list of tensors into one array, each element through `.numpy()`.
+_ARRAY_OF_LIST = ("numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate", "numpy.vstack", "numpy.hstack")
+
+
+def made_into_array(flow: FunctionFlow, container: str, store: Store) -> bool:
+    """Is the list handed whole to `np.array(...)` (or a stacking kin) after the store? A
+    tensor that requires grad in it would make that call raise, so, the code running as
+    written, the stored values hold no graph (the callable that made them returns arrays)."""
+    for event in flow.of(Call):
+        if event.index <= store.index or not event.is_any(_ARRAY_OF_LIST) or not isinstance(event.node, cst.Call) or not event.node.args:
+            continue
+        first = event.node.args[0].value
+        if isinstance(first, cst.Name) and first.value == container:
+            return True
+    return False
+
+
+def emptied_by_another_method(flow: FunctionFlow, container: str) -> bool:
+    """learn-with-noisy-labels' pruned VGG: `forward` appends each layer's input and output to
+    `self.fores` and `self.feats`, and the class's `reset()` sets both to `[]` again. A class
+    that offers a method to empty the list (other than `__init__`: `self.x = []`,
+    `self.x.clear()`, `del self.x[:]`) leaves it to its caller how long the stored tensors
+    live: the list grows only if that method is never called."""
+    scope = flow.scope
+    if scope is None or scope.class_node is None or not container.startswith("self."):
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            nonlocal found
+            value = node.value
+            empty = isinstance(value, (cst.List, cst.Dict)) and not value.elements
+            found = found or (empty and any(dotted(t.target) == container for t in node.targets))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            found = found or (isinstance(func, cst.Attribute) and func.attr.value == "clear" and not node.args and dotted(func.value) == container)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            nonlocal found
+            target = node.target
+            found = found or (isinstance(target, cst.Subscript) and dotted(target.value) == container)
+
+    for statement in scope.class_node.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value not in ("__init__", scope.name) and statement is not scope.node:
+            statement.visit(_Find())
     return found
 
 

@@ -16,7 +16,19 @@ from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import backward_after, backward_on_built, carried_into_next_pass, combined_after, detached, keeps_graph, stored_expression, trimmed
+from review_copies.rules.graph_retention.helpers import (
+    backward_after,
+    backward_on_built,
+    carried_into_next_pass,
+    combined_after,
+    detached,
+    emptied_by_another_method,
+    keeps_graph,
+    made_into_array,
+    same_key_each_pass,
+    stored_expression,
+    trimmed,
+)
 
 _VALID = (
     Valid(
@@ -87,6 +99,24 @@ _VALID = (
                 return sr_outputs
         """,
         "a model's forward keeps each refinement step's output for the loss: the loop is the model's computation, not a training loop (the base class comes from another package)",
+    ),
+    Valid(
+        """
+        import torch
+        import torch.nn as nn
+        class Pruned(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 8, 3)
+                self.feats = []
+            def forward(self, x):
+                x = self.conv(x)
+                self.feats.append(x)
+                return x
+            def reset(self):
+                self.feats = []
+        """,
+        "the class's `reset()` empties the list: it keeps what the caller wants kept, until the caller resets it",
     ),
     Valid(
         """
@@ -353,6 +383,10 @@ class StoredAttachedTensor(Rule):
     ## Fix safety
     Safe: `.detach()` stores the same values; only the graph is let go. Lists that are
     summed and backpropagated afterwards are not reported.
+
+    ## Known problems
+    A list on `self` that another method of the class empties (`reset()`) is not reported:
+    how long it holds the graphs is its callers' choice, which one file does not show.
     """
 
     code = "RC252"
@@ -463,11 +497,13 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue
         if persistent and loop is None and trimmed(flow, container):
             continue  # a window the method trims itself (`self.history.pop(0)`): it does not grow call after call
+        if persistent and loop is None and emptied_by_another_method(flow, container):
+            continue  # the class's `reset()` empties it: how long it holds the graphs is the caller's to decide
         # The list must outlive a step: made before the step loop, not anew in each step.
         outer = step_loop(flow, store) if loop is not None else None
         if loop is not None and not persistent and (outer is None or not bound_outside(flow, container, outer) or few_steps(outer)):
             continue
-        if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or _same_key_each_pass(flow, store, outer)):
+        if outer is not None and not persistent and (bound_each_step(flow, container, outer, store.line) or same_key_each_pass(flow, store, outer)):
             continue  # each step's own dict (`for x, batch in loader: batch["pose"] = ...`): it goes with the step
         if outer is not None and not persistent and _one_optimizer_step(flow, container, store, outer):
             continue  # the micro-batches of one optimizer step, in a list made anew for each step
@@ -475,7 +511,7 @@ def _stores(flow: FunctionFlow) -> Iterator[Hit]:
             continue  # an unrolled rollout: the next input is built from it, so the loop keeps its graph anyway
         if loop is not None and _entry_let_go(flow, store, loop):
             continue  # a step's dict whose graph-carrying entry was replaced by its detached value
-        if _made_into_array(flow, container, store):
+        if made_into_array(flow, container, store):
             continue  # numpy would raise on a tensor that requires grad: what is kept holds no graph
         if another_objects_result(flow, stored_expression(flow, store)):
             continue  # `model.crf_decode(out, mask)`: what `self.crf.decode(...)` hands back, no forward output
@@ -517,40 +553,6 @@ def _entry_let_go(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
         e.container == name and e.how == "setitem" and loop.start <= e.line < store.line and e.value_node is not None and not keeps_graph(e.value_node)
         for e in flow.of(Store)
     )
-
-
-def _same_key_each_pass(flow: FunctionFlow, store: Store, loop: Loop) -> bool:
-    """`inputs["radius"] = r.clone()` in every pass: the entry is replaced, not added, so the
-    dict holds the last step's tensor only (a key made from what the loop binds, `log[step]`,
-    adds one entry per step)."""
-    node = store.node
-    if store.how != "setitem" or not isinstance(node, cst.Subscript) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-        return False
-    key = node.slice[0].slice.value
-    if not isinstance(key, (cst.SimpleString, cst.Integer, cst.Name, cst.Attribute)):
-        return False  # `log[len(log)]`, `log[f"{step}"]`: it may name a new entry each time
-    used = names_in(key)
-    bound_in_loop = {e.name for e in flow.of(Bind) if loop.start <= e.line <= loop.end}
-    if isinstance(loop.node, cst.For):
-        bound_in_loop |= names_in(loop.node.target)
-    return not used & bound_in_loop
-
-
-# numpy functions that turn a list of tensors into one array, each element through `.numpy()`.
-_ARRAY_OF_LIST = ("numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate", "numpy.vstack", "numpy.hstack")
-
-
-def _made_into_array(flow: FunctionFlow, container: str, store: Store) -> bool:
-    """Is the list handed whole to `np.array(...)` (or a stacking kin) after the store? A
-    tensor that requires grad in it would make that call raise, so, the code running as
-    written, the stored values hold no graph (the callable that made them returns arrays)."""
-    for event in flow.of(Call):
-        if event.index <= store.index or not event.is_any(_ARRAY_OF_LIST) or not isinstance(event.node, cst.Call) or not event.node.args:
-            continue
-        first = event.node.args[0].value
-        if isinstance(first, cst.Name) and first.value == container:
-            return True
-    return False
 
 
 def _one_optimizer_step(flow: FunctionFlow, container: str, store: Store, loop: Loop) -> bool:
