@@ -2020,3 +2020,45 @@ def test_a_dropped_detach_in_a_helper_only_called_with_autograd_off_elsewhere_is
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     result = run_cli("--repo", str(repo.path), "--base", "HEAD~1", "--head", "HEAD", "--offline", "--no-sandbox", "--format", "json", "--fail-on", "none", env=env)
     assert [(f["rule"], f["line"]) for f in result.json["findings"]] == expected
+
+
+NEIGHBOURS = '''
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+def neighbourhood(emb, threshold: float):
+    graph = np.zeros((emb.shape[0], emb.shape[0]), dtype="float32")
+    sims = emb @ emb.T
+    graph[sims > threshold] = 1.0
+    return graph
+
+
+class Encoder(nn.Module):
+    def forward(self, adj, emb):
+        adj = torch.tensor(adj)
+        return adj @ emb
+
+
+class Fuse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = Encoder()
+
+    def forward(self, emb):
+        graph = {graph}
+        return self.enc(graph, emb)
+'''
+
+
+def test_a_forward_whose_instances_are_handed_arrays_converts_them_with_torch_tensor(repo: Repo, tmp_path: Path) -> None:
+    # LLM-ISR's neighbour encoder: its one caller hands it what a function of the file builds
+    # with `np.zeros`, so `torch.tensor(adj)` converts an array, as it should.
+    repo.write("fuse.py", NEIGHBOURS.replace("{graph}", "neighbourhood(emb.detach().numpy(), 0.5)"))
+    repo.commit("the graph is a NumPy array")
+    assert _whole_file(repo, tmp_path, "fuse.py") == []
+    # Handed a tensor, the same line copy-constructs one.
+    repo.write("fuse.py", NEIGHBOURS.replace("{graph}", "(emb @ emb.T > 0.5).float()"))
+    repo.commit("the graph is a tensor")
+    assert _whole_file(repo, tmp_path, "fuse.py") == [("RC301", 15)]

@@ -2765,3 +2765,53 @@ def test_what_networks_handed_in_return_for_a_gpu_input_is_on_the_gpu() -> None:
     # Where the batch may be on the CPU, `.cpu()` returns the tensor itself: the arrays share.
     [shared] = _messages(OPEN_SET.format(move="img_t = img_t.float()"), "RC105")
     assert "shares its buffer with `pred_cls`" in shared
+
+
+def test_a_copy_construct_of_a_copy_already_made_is_fixed_with_that_one_copy() -> None:
+    # LLM-ISR: `torch.tensor(log_seqs.clone().detach())` makes a copy and then a second one;
+    # the fix keeps one, outside the graph, instead of adding a third.
+    code = """
+    import torch
+    def flat(log_seqs: torch.Tensor) -> torch.Tensor:
+        index = torch.tensor(log_seqs.clone().detach()).view(-1)
+        return index[index != 0]
+    """
+    [finding] = review_file(FileJob("m.py", textwrap.dedent(code).lstrip("\n"), None, ("RC301",))).findings
+    assert finding.suggestion is not None
+    assert "index = log_seqs.detach().clone().view(-1)" in finding.suggestion.replacement
+
+
+THINNING = """
+import torch
+import torch.nn as nn
+
+
+class Hawkes(nn.Module):
+    def __init__(self, beta: torch.Tensor, sampler):
+        super().__init__()
+        self.beta = nn.Parameter(beta)
+        self.sampler = sampler
+
+    def step(self, decay_state: torch.Tensor, active: torch.Tensor):
+        work = decay_state.clone()
+        seeking = active.clone()
+        while seeking.any():
+            idx = {indices}
+            dt = torch.rand(idx.shape[0], 1, 1)
+            candidate = {operand} * torch.exp(-self.beta.unsqueeze(0) * dt)
+            accepted = self.sampler.accept(candidate.sum(dim=2)) > 0
+            work[idx[~accepted]] *= torch.exp(-self.beta.unsqueeze(0))
+            seeking[idx[accepted]] = False
+        return work
+"""
+
+
+def test_rows_taken_with_the_indices_of_a_mask_are_a_copy_autograd_saves() -> None:
+    # Learning-point-processes' Hawkes thinning: `work[idx]`, with `idx` from
+    # `nonzero(as_tuple=True)` or `torch.where(mask)`, is a copy; writing into `work` later
+    # leaves what `*` saved untouched, and the backward runs (checked with torch).
+    for indices in ("torch.nonzero(seeking, as_tuple=True)[0]", "torch.where(seeking)[0]", "seeking.nonzero(as_tuple=True)[0]"):
+        assert _messages(THINNING.format(indices=indices, operand="work[idx]"), "RC201") == [], indices
+    # A row taken with an integer is a view: the write changes what was saved.
+    [saved] = _messages(THINNING.format(indices="torch.where(seeking)[0]", operand="work[0]"), "RC201")
+    assert "modifies in place a tensor that autograd saved" in saved

@@ -135,11 +135,11 @@ def _subscript(cx: Context, node: cst.Subscript) -> Value:
             index = single.value
             if isinstance(index, cst.Integer) and -len(base.items) <= int(index.evaluated_value) < len(base.items):
                 # The container still holds it: an element read out is not new and unshared.
-                return base.items[int(index.evaluated_value)].but(fresh=False)
+                return base.items[int(index.evaluated_value)].but(fresh=False, vector=base.items[int(index.evaluated_value)].vector)
         if base.element is not None and not isinstance(single, cst.Slice):
             if string_key is not None:
                 return base.element.but(fresh=False, roots=frozenset(roots.keyed(r, string_key.value) for r in base.element.roots))
-            return base.element.but(fresh=False)
+            return base.element.but(fresh=False, vector=base.element.vector)  # (`torch.where(m)[0]` is still 1-D)
         if isinstance(single, cst.Slice):
             return base.but(fresh=True, roots=cx.new_root(node, "list"), items=None)
     if base.kind is Kind.NDARRAY:

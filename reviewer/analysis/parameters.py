@@ -11,6 +11,7 @@ import libcst as cst
 
 from review_copies.analysis import roots
 from review_copies.analysis.context import Context
+from review_copies.analysis.events import FunctionFlow
 from review_copies.analysis.facts import is_local_module_class
 from review_copies.analysis.guesses import COMMENT, SCALAR_NAME, UsageEvidence, usage_evidence
 from review_copies.analysis.parse import LOOKALIKE_FRAMEWORKS, imported_packages
@@ -314,3 +315,21 @@ def _holds_an_int(param: cst.Param) -> bool:
     if param.annotation is not None:
         return isinstance(param.annotation.annotation, cst.Name) and param.annotation.annotation.value == "int"
     return isinstance(param.default, cst.Integer)
+
+
+def annotated_to_admit_others(flow: FunctionFlow, arg: cst.BaseExpression, value: Value) -> bool:
+    """The argument is the function's parameter as passed, and its annotation names a type
+    besides tensors and None (`Union[List[float], torch.Tensor]`, `np.ndarray | Tensor`):
+    the function is written for values `torch.tensor` must convert, and the fix would
+    break them."""
+    scope = flow.scope
+    if not isinstance(arg, cst.Name) or scope is None or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    if not any(roots.is_argument(r, arg.value) for r in value.roots):
+        return False
+    params = scope.node.params
+    param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == arg.value), None)
+    if param is None or param.annotation is None:
+        return False
+    names = [code_of(a).strip("'\"") for a in annotation_arms(param.annotation.annotation)]
+    return any(not (n.rsplit(".", 1)[-1].endswith("Tensor") or n == "None") for n in names)

@@ -191,3 +191,9 @@ SCALAR = Value(kind=Kind.SCALAR, grad=Tri.NO)
 # A Python int: what `torch.arange(n)` needs to make int64 rather than float32.
 INTEGER = Value(kind=Kind.SCALAR, grad=Tri.NO, dtype="int64")
 OTHER = Value(kind=Kind.OTHER, grad=Tri.NO)
+
+
+def index_tuple(indices: Value) -> Value:
+    """`torch.where(cond)`, `x.nonzero(as_tuple=True)`: a tuple of 1-D index tensors, one per
+    dimension, so `x[idx[0]]` and `rows, cols = ...` index with vectors (copies, never views)."""
+    return Value(kind=Kind.TUPLE, grad=Tri.NO, element=indices.but(vector=True), roots=indices.roots, fresh=True, origin=indices.origin)

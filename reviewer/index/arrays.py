@@ -50,10 +50,28 @@ def annotated_arrays(fn: ast.FunctionDef | ast.AsyncFunctionDef, returning: froz
 
 
 def array_functions(tree: ast.Module) -> frozenset[str]:
-    """The module-level functions annotated to return a NumPy array (`def grid(n) -> np.ndarray`)."""
+    """The module-level functions annotated to return a NumPy array (`def grid(n) ->
+    np.ndarray`), or whose every `return` hands back one it made (LLM-ISR's
+    `select_topk_neighboehood`: `graph = np.zeros(...)`, filled, `return graph`)."""
     return frozenset(
-        n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns is not None and re.fullmatch(_ARRAY, ast.unparse(n.returns))
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (re.fullmatch(_ARRAY, ast.unparse(n.returns)) if n.returns is not None else _returns_arrays(n))
     )
+
+
+def _returns_arrays(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    binds: dict[str, list[ast.expr]] = {}
+    returns: list[ast.expr | None] = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return):
+            returns.append(node.value)
+        elif node is not fn and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False  # a nested function's returns would mix with its own
+        else:
+            record_binding(node, binds)
+    return bool(returns) and all(value is not None and an_array(value, binds, NOTHING_ANNOTATED) for value in returns)
 
 
 def record_binding(node: ast.AST, binds: dict[str, list[ast.expr]]) -> None:

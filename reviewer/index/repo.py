@@ -22,12 +22,13 @@ from typing import Any
 from review_copies.analysis.parse import is_test_path
 from review_copies.analysis.semantics import api
 from review_copies.analysis.signature import Signature
+from review_copies.index.arrays import callers_pass_arrays
 from review_copies.index.calls import calls_passing, passed_at, reaching, reading_again
 from review_copies.index.facts import Facts, file_facts
 from review_copies.source.tree import RepoFiles
 
 # Bump when the facts' meaning changes.
-INDEX_VERSION = 42
+INDEX_VERSION = 43
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,14 @@ class RepoIndex:
         `cls` is bound to (`instance_names`); False as soon as one of them reads again."""
         answers = [self.callers_drop(name, position, keyword, accepts) for name in sorted(self.instance_names(cls))]
         return False if False in answers else (True if True in answers else None)
+
+    def instance_callers_pass_arrays(self, cls: str, position: int | None, keyword: str | None) -> bool:
+        """`callers_pass_arrays` for `cls.__call__`: every call of a name an instance of `cls`
+        is bound to passes a NumPy array there, and there is one (`self.neig_enc(graph,
+        emb)`, with `graph` what a function of the file builds with `np.zeros`)."""
+        names = sorted(self.instance_names(cls))
+        called = [name for name in names if next(calls_passing(self, name, position, keyword), None) is not None]
+        return bool(called) and all(callers_pass_arrays(self, name, position, keyword) for name in called)
 
     def _functions(self, name: str) -> Iterator[Facts]:
         """Every module-level definition of the function `name` in the repository."""

@@ -11,7 +11,7 @@ from review_copies.analysis.context import Context
 from review_copies.analysis.events import Backward, Write
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import keyword, keyword_is, last, retains_graph, short_code
-from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value, a_loader
+from review_copies.analysis.values import OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value, a_loader, index_tuple
 
 _FLOAT_FACTORIES = frozenset(("zeros", "ones", "empty", "rand", "randn", "full", "linspace", "logspace", "eye", "normal"))
 _JOINS = frozenset(("cat", "stack", "concat", "concatenate", "hstack", "vstack"))
@@ -204,7 +204,8 @@ def _tensor_function(cx: Context, node: cst.Call, short: str, args: tuple[Value,
         return SCALAR
     if short in api.INDEX_OPS or (short == "where" and len(node.args) == 1):
         # (`torch.where(cond)` alone is `cond.nonzero(as_tuple=True)`: int64 indices, not a choice between tensors)
-        return cx.tensor(node, *args, grad=Tri.NO, origin=origin).but(dtype="int64")
+        indices = cx.tensor(node, *args, grad=Tri.NO, origin=origin).but(dtype="int64")
+        return index_tuple(indices) if short == "where" or (short == "nonzero" and keyword_is(node, "as_tuple", "True")) else indices
     saves = saves_of(cx, node, short, first, args[1] if len(args) > 1 else UNKNOWN)
     result = cx.tensor(node, *args, *kwargs.values(), origin=origin, saves=saves)
     if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:

@@ -9,7 +9,7 @@ import libcst as cst
 from review_copies.analysis import roots
 from review_copies.analysis.events import Call, FunctionFlow
 from review_copies.analysis.guesses import UsageEvidence, usage_evidence
-from review_copies.analysis.parameters import annotation_arms
+from review_copies.analysis.parameters import annotated_to_admit_others
 from review_copies.analysis.queries.aliasing import last_bind
 from review_copies.analysis.queries.callers import position_of
 from review_copies.analysis.queries.loops import unbound_on_the_first_pass
@@ -462,7 +462,7 @@ class CopyConstructFromTensor(Rule):
             arg_node, value = source
             if _callers_pass_arrays(flow, arg_node, value):
                 continue  # annotated `torch.Tensor`, but every caller hands it a NumPy array
-            if _annotated_to_admit_others(flow, arg_node, value):
+            if annotated_to_admit_others(flow, arg_node, value):
                 continue  # `tau: Union[List[float], torch.Tensor]`: for a list, `torch.tensor` is the call to make
             if _output_of_a_plain_object(flow, value):
                 continue  # `self.anchors(sizes)` in a module: a helper object's arrays, not a submodule's output
@@ -499,7 +499,7 @@ class CopyConstructFromTensor(Rule):
 
 def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: Value) -> bool:
     """The argument is the function's parameter as passed, and every call of the function
-    in the repository passes a NumPy array for it (the index's reading of the callers)."""
+    (of a module's instances, for `forward`) in the repository passes a NumPy array for it."""
     scope = flow.scope
     if not isinstance(arg, cst.Name) or flow.index is None or scope is None or not isinstance(scope.node, cst.FunctionDef):
         return False
@@ -508,25 +508,10 @@ def _callers_pass_arrays(flow: FunctionFlow, arg: cst.BaseExpression, value: Val
         return False
     position = position_of(scope, name)
     signature = signature_of(scope.node, scope.takes_self)
-    return bool(flow.file.once(("callers pass arrays", scope.qualname, name), lambda: callers_pass_arrays(flow.index, scope.name, position, name, signature)))
-
-
-def _annotated_to_admit_others(flow: FunctionFlow, arg: cst.BaseExpression, value: Value) -> bool:
-    """The argument is the function's parameter as passed, and its annotation names a type
-    besides tensors and None (`Union[List[float], torch.Tensor]`, `np.ndarray | Tensor`):
-    the function is written for values `torch.tensor` must convert, and the fix would
-    break them."""
-    scope = flow.scope
-    if not isinstance(arg, cst.Name) or scope is None or not isinstance(scope.node, cst.FunctionDef):
-        return False
-    if not any(roots.is_argument(r, arg.value) for r in value.roots):
-        return False
-    params = scope.node.params
-    param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == arg.value), None)
-    if param is None or param.annotation is None:
-        return False
-    names = [code_of(a).strip("'\"") for a in annotation_arms(param.annotation.annotation)]
-    return any(not (n.rsplit(".", 1)[-1].endswith("Tensor") or n == "None") for n in names)
+    # A module's `forward` is reached through its instances' calls (`self.encoder(graph, x)`).
+    cls = scope.class_node.name.value if scope.name in ("forward", "__call__") and scope.class_node is not None else None
+    ask = (lambda: flow.index.instance_callers_pass_arrays(cls, position, name)) if cls else (lambda: callers_pass_arrays(flow.index, scope.name, position, name, signature))
+    return bool(flow.file.once(("callers pass arrays", scope.qualname, name), ask))
 
 
 def _bound_from(flow: FunctionFlow, event: Call, arg: cst.BaseExpression) -> cst.BaseExpression:
@@ -579,6 +564,8 @@ def _fix(event: Call, arg: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode
     conversion = [a for a in call.args if a.keyword is not None and a.keyword.value in ("dtype", "device")]
     if call_method_name(arg) == "clone" and not arg.args:
         arg = arg.func.value  # `torch.tensor(x.data.clone())`: one copy is the point, not a clone of the clone
+    elif call_method_name(arg) == "detach" and not arg.args and call_method_name(arg.func.value) == "clone" and not arg.func.value.args:
+        arg = arg.func.value.func.value  # `torch.tensor(x.clone().detach())`: `x.detach().clone()`, not a third copy
     ends_detached = call_method_name(arg) == "detach" and not arg.args
     detached = arg if ends_detached else chain(arg, "detach")  # `torch.tensor(theta.detach())`: detached once is enough
     if event.method == "new_tensor" and conversion and "device" not in keywords:

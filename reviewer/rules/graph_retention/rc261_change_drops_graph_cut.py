@@ -10,13 +10,14 @@ import libcst as cst
 from review_copies.analysis.events import Accumulate, Bind, Call, Event, FunctionFlow, Return, Store
 from review_copies.analysis.queries.autograd import graphless_helper_call
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
+from review_copies.analysis.queries.loops import loop_of
 from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import differentiated
+from review_copies.rules.graph_retention.helpers import combined_after, differentiated, same_key_each_pass
 
 _CUTS = (".detach()", ".item()", "float(...)", "with torch.no_grad():")
 _ADDERS = frozenset(("append", "extend", "insert", "put", "appendleft"))
@@ -175,6 +176,27 @@ _VALID = (
                 self.history = []
             def log(self, loss):
                 self.history.append(loss.detach().cpu())
+        """,
+    ),
+    Valid(
+        """
+        import torch
+        def permutation_test(mmd, pooled: torch.Tensor, n: int, rounds: int):
+            stats = []
+            for _ in range(rounds):
+                perm = torch.randperm(pooled.shape[0])
+                stats.append(mmd(pooled[perm[:n]], pooled[perm[n:]]))
+            return torch.stack(stats)
+        """,
+        "the list is stacked into the call's result after the loop: what it keeps is what the function returns",
+        before="""
+        import torch
+        def permutation_test(mmd, pooled: torch.Tensor, n: int, rounds: int):
+            stats = []
+            for _ in range(rounds):
+                perm = torch.randperm(pooled.shape[0])
+                stats.append(mmd(pooled[perm[:n]], pooled[perm[n:]]).item())
+            return torch.tensor(stats)
         """,
     ),
     Valid(
@@ -369,12 +391,22 @@ class ChangeDropsGraphCut(Rule):
                 continue  # `accuracy(...)` now returns numbers: the `.item()` moved into it
             if isinstance(event, Accumulate) and differentiated(flow, event):
                 continue  # `tot_loss += loss` then `tot_loss.backward()`: the change made it an in-graph sum on purpose
+            loop = loop_of(flow, event)
+            held = event.receiver_node.value if isinstance(event, Call) and isinstance(event.receiver_node, cst.Name) else event.container if isinstance(event, Store) else None
+            if held is not None and loop is not None and combined_after(flow, held, loop):
+                continue  # `perm_mmds.append(self.mmd(x, y))`, stacked into the result after the loop: this call's material
             reported.add(event.line)
             stmt = event.stmt or event.node
             if isinstance(event, Bind) or (isinstance(event, Store) and event.how == "setattr"):  # a cache filled once
                 harm = (
                     "caches a value attached to the autograd graph, so the graph of the call that filled it stays alive as long as "
                     "the cache, and every later call reuses it (a second backward through it raises)"
+                )
+            elif isinstance(event, Store) and event.how == "setitem" and (loop is None or same_key_each_pass(flow, event, loop)):
+                # One entry, replaced: what it keeps is the last value's graph, not one per step.
+                harm = (
+                    f"keeps {kept} attached to the autograd graph, so the graph of the last value put there (its nodes, and the "
+                    f"activations too until `backward()` frees them) stays alive as long as `{event.container}` does"
                 )
             else:
                 harm = (
