@@ -204,8 +204,7 @@ def _tensor_function(cx: Context, node: cst.Call, short: str, args: tuple[Value,
         return SCALAR
     if short in api.INDEX_OPS or (short == "where" and len(node.args) == 1):
         # (`torch.where(cond)` alone is `cond.nonzero(as_tuple=True)`: int64 indices, not a choice between tensors)
-        indices = cx.tensor(node, *args, grad=Tri.NO, origin=origin).but(dtype="int64")
-        return index_tuple(indices) if short == "where" or (short == "nonzero" and keyword_is(node, "as_tuple", "True")) else indices
+        return index_result(cx, node, short, args, origin)
     saves = saves_of(cx, node, short, first, args[1] if len(args) > 1 else UNKNOWN)
     result = cx.tensor(node, *args, *kwargs.values(), origin=origin, saves=saves)
     if short in api.SAVES_OUTPUT and result.grad is not Tri.NO:
@@ -248,3 +247,9 @@ def saves_of(cx: Context, node: cst.CSTNode, short: str, first: Value, second: V
             saves.append(cx.save(second, node, f"`{short}`", first.attached))
     return saves
 
+
+def index_result(cx: Context, node: cst.Call, name: str, inputs: tuple[Value, ...], origin: str) -> Value:
+    """What an index op gives (`argmax`, `nonzero`, `torch.where(cond)`): int64 indices, not
+    attached; for `torch.where(cond)` and `nonzero(as_tuple=True)`, a tuple of them."""
+    indices = cx.tensor(node, *inputs, grad=Tri.NO, origin=origin).but(dtype="int64")
+    return index_tuple(indices) if name == "where" or (name == "nonzero" and keyword_is(node, "as_tuple", "True")) else indices

@@ -9,9 +9,9 @@ import libcst as cst
 from review_copies.analysis.context import Context
 from review_copies.analysis.events import Write
 from review_copies.analysis.semantics import api
-from review_copies.analysis.semantics.functions import pair_items, reduces_along_dim, saves_of
+from review_copies.analysis.semantics.functions import index_result, pair_items, reduces_along_dim, saves_of
 from review_copies.analysis.syntax import code_of, first_argument_false, keyword_is, short_code, sliced_inside, transposed
-from review_copies.analysis.values import INTEGER, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value, index_tuple
+from review_copies.analysis.values import INTEGER, OTHER, SCALAR, UNKNOWN, Device, Kind, Tri, Value
 
 _NEW_TENSORS = frozenset(("new_tensor", "new_zeros", "new_ones", "new_empty", "new_full"))
 # A copy into another layout or memory, or the tensor itself when it is there already
@@ -77,8 +77,7 @@ def call_tensor_method(cx: Context, node: cst.Call, recv: Value, method: str, ar
     if reduces_along_dim(method, args[0] if args else None, kwargs):
         returns = "tuple"  # `x.max(1)`: (values, indices)
     if method in api.INDEX_OPS:
-        indices = cx.tensor(node, recv, grad=Tri.NO, origin=origin).but(dtype="int64")
-        return index_tuple(indices) if method == "nonzero" and keyword_is(node, "as_tuple", "True") else indices
+        return index_result(cx, node, method, (recv,), origin)
     if api.is_view_op(method):
         # May share memory with the receiver (broadcast_to, as_strided, _values...): never fresh.
         return recv.but(via=recv.via or "view", certain=False, fresh=False, leaf=False, origin=origin)

@@ -404,6 +404,15 @@ def _over(event: Backward, derived: set[str]) -> bool:
     return bool(names_in(event.outputs) & targets) if event.outputs is not None else False
 
 
+def under_tensor_methods(expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`log_p.to(w.dtype).cpu()` gives `log_p`: the expression under the tensor-method calls
+    a graph passes through (`.cpu()`, `.float()`, `.to(...)`)."""
+    methods = api.tensor_methods()
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in methods:
+        expr = expr.func.value
+    return expr
+
+
 def stored_expression(flow: FunctionFlow, store: Store) -> cst.BaseExpression | None:
     """What is stored, seen through a name to the expression last bound to it."""
     node = store.value_node

@@ -11,7 +11,6 @@ from review_copies.analysis.queries.aliasing import emptied_before
 from review_copies.analysis.queries.autograd import another_objects_result, graphless_method_call
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import bound_each_step, bound_outside, few_steps, loop_of, one_iteration, step_loop
-from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import names_in, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
@@ -28,6 +27,7 @@ from review_copies.rules.graph_retention.helpers import (
     same_key_each_pass,
     stored_expression,
     trimmed,
+    under_tensor_methods,
 )
 
 _VALID = (
@@ -580,9 +580,7 @@ def _backward_through(flow: FunctionFlow, store: Store, loop: Loop | None) -> in
     """The line of the backward pass, in the same loop body, through the stored name or a
     name computed from it there (`loss = criterion(output, y); loss.backward()`), if any; of
     `log_p.to(w.dtype)`, through `log_p`."""
-    node = store.value_node
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in api.tensor_methods():
-        node = node.func.value
+    node = under_tensor_methods(store.value_node)
     if loop is None or not isinstance(node, cst.Name):
         return None
     in_loop = (b for b in flow.of(Bind) if loop.start <= b.line <= loop.end)

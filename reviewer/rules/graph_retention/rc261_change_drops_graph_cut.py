@@ -11,13 +11,12 @@ from review_copies.analysis.events import Accumulate, Bind, Call, Event, Functio
 from review_copies.analysis.queries.autograd import graphless_helper_call
 from review_copies.analysis.queries.callers import called_grad_off_in_repository
 from review_copies.analysis.queries.loops import loop_of
-from review_copies.analysis.semantics import api
 from review_copies.analysis.syntax import code_of, short_code
 from review_copies.analysis.values import Kind, Tri
 from review_copies.model.findings import Category, Severity
 from review_copies.rules._common import dropped_at, dropped_words, restore
 from review_copies.rules.base import Hit, Invalid, Rule, Valid
-from review_copies.rules.graph_retention.helpers import combined_after, differentiated, same_key_each_pass
+from review_copies.rules.graph_retention.helpers import combined_after, differentiated, same_key_each_pass, under_tensor_methods
 
 _CUTS = (".detach()", ".item()", "float(...)", "with torch.no_grad():")
 _ADDERS = frozenset(("append", "extend", "insert", "put", "appendleft"))
@@ -427,10 +426,7 @@ def _kept_expression(event: Event) -> cst.BaseExpression | None:
         expr = event.call.args[0].value if event.call.args else None
     else:
         expr = event.expr if isinstance(event, Bind) else getattr(event, "value_node", None)
-    methods = api.tensor_methods()
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in methods:
-        expr = expr.func.value
-    return expr
+    return under_tensor_methods(expr)
 
 
 def _kept(flow: FunctionFlow, event: Event) -> str | None:
